@@ -1,0 +1,39 @@
+# Thin wrapper over CMake: the README's two commands are `make demo` and
+# `make test`; plain `make` builds everything into build/.
+JOBS  ?= $(shell nproc)
+CMAKE ?= cmake
+
+.PHONY: all deps build test test-plain test-asan test-fuzz demo clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	@$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@$(CMAKE) --build build -j$(JOBS)
+
+# The whole suite: plain build, then ASan+UBSan build, then a libFuzzer smoke.
+test: test-plain test-asan test-fuzz
+
+test-plain: build
+	cd build && ctest --output-on-failure -j$(JOBS)
+
+test-asan: deps
+	@$(CMAKE) -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DUSCM_SANITIZE=ON >/dev/null
+	@$(CMAKE) --build build-asan -j$(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  ctest --output-on-failure -j$(JOBS)
+
+test-fuzz: deps
+	@$(CMAKE) -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DUSCM_FUZZ=ON >/dev/null
+	@$(CMAKE) --build build-fuzz -j$(JOBS)
+	cd build-fuzz && ctest --output-on-failure -j$(JOBS)
+
+demo: build
+	@build/bin/uscm-demo
+
+clean:
+	rm -rf build build-asan build-fuzz

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages uscm needs to build, test and demo, only those
+# that are missing, non-interactively. Safe to run repeatedly.
+set -euo pipefail
+
+PKGS=(
+  cmake make gcc pkg-config
+  clang libclang-rt-14-dev      # libFuzzer targets, clang sanitizer runtimes
+  libibverbs-dev libibumad-dev  # the real headers/ABIs production code uses
+  libcriterion-dev              # unit tests
+  tshark                        # the independent decoding oracle
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "install-deps: installing ${missing[*]}" >&2
+# tshark asks whether non-root users may capture; answer "no" up front.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
