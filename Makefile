@@ -33,7 +33,13 @@ test-fuzz: deps
 	cd build-fuzz && ctest --output-on-failure -j$(JOBS)
 
 demo: build
-	@build/bin/uscm-demo
+	@build/bin/uscm-demo build/demo
+	@echo; echo "== uscm-decode build/demo/handshake-ib.pcap (native IB, as ibdump writes it)"
+	@build/bin/uscm-decode build/demo/handshake-ib.pcap
+	@echo; echo "== uscm-decode -v: the REQ, every field"
+	@build/bin/uscm-decode -v build/demo/handshake-ib.pcap | sed -n '/ CM Send REQ/,/ CM Send REP/p' | sed '$$d'
+	@echo; echo "== tshark, the independent decoder, on the RoCEv2 copy"
+	@tshark -r build/demo/handshake-rocev2.pcap 2>/dev/null || echo "(tshark not available)"
 
 clean:
 	rm -rf build build-asan build-fuzz
