@@ -1,0 +1,112 @@
+/* cmp_map.c - see cmp_map.h. */
+#include "cm_proto/cmp_map.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static size_t hash(struct cmp_map_key k)
+{
+	/* Keys are partly attacker-chosen (remote comm IDs, GUIDs): mix well.
+	 * Our own comm IDs are random already. */
+	uint64_t h = k.a * 0x9E3779B97F4A7C15ULL ^ (k.b + 0x632BE59BD9B4E019ULL);
+	h ^= h >> 31;
+	h *= 0xBF58476D1CE4E5B9ULL;
+	h ^= h >> 29;
+	return (size_t)h;
+}
+
+static int key_eq(struct cmp_map_key x, struct cmp_map_key y)
+{
+	return x.a == y.a && x.b == y.b;
+}
+
+void *cmp_map_get(const struct cmp_map *m, struct cmp_map_key k)
+{
+	if (!m->cap)
+		return NULL;
+	for (size_t i = hash(k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+		const struct cmp_map_slot *s = &m->slots[i];
+		if (!s->val)
+			return NULL;
+		if (key_eq(s->key, k))
+			return s->val;
+	}
+}
+
+static int grow(struct cmp_map *m)
+{
+	size_t ncap = m->cap ? m->cap * 2 : 64;
+	struct cmp_map_slot *ns = calloc(ncap, sizeof(*ns));
+
+	if (!ns)
+		return -1;
+	for (size_t i = 0; i < m->cap; i++) {
+		struct cmp_map_slot *s = &m->slots[i];
+		if (!s->val)
+			continue;
+		size_t j = hash(s->key) & (ncap - 1);
+		while (ns[j].val)
+			j = (j + 1) & (ncap - 1);
+		ns[j] = *s;
+	}
+	free(m->slots);
+	m->slots = ns;
+	m->cap = ncap;
+	return 0;
+}
+
+int cmp_map_put(struct cmp_map *m, struct cmp_map_key k, void *val)
+{
+	if ((m->len + 1) * 4 > m->cap * 3 && grow(m))
+		return -1;
+	for (size_t i = hash(k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+		struct cmp_map_slot *s = &m->slots[i];
+		if (!s->val) {
+			s->key = k;
+			s->val = val;
+			m->len++;
+			return 0;
+		}
+		if (key_eq(s->key, k)) {
+			s->val = val;
+			return 0;
+		}
+	}
+}
+
+void cmp_map_del(struct cmp_map *m, struct cmp_map_key k, const void *val)
+{
+	size_t i, mask = m->cap - 1;
+
+	if (!m->cap)
+		return;
+	for (i = hash(k) & mask;; i = (i + 1) & mask) {
+		if (!m->slots[i].val)
+			return;
+		if (key_eq(m->slots[i].key, k))
+			break;
+	}
+	if (val && m->slots[i].val != val)
+		return;
+	/* Backward-shift: pull later members of the cluster into the hole when
+	 * their home position allows it. */
+	for (size_t j = (i + 1) & mask;; j = (j + 1) & mask) {
+		struct cmp_map_slot *s = &m->slots[j];
+		if (!s->val)
+			break;
+		size_t home = hash(s->key) & mask;
+		/* s may move to i if i lies cyclically in [home, j). */
+		if (((j - home) & mask) >= ((j - i) & mask)) {
+			m->slots[i] = *s;
+			i = j;
+		}
+	}
+	m->slots[i].val = NULL;
+	m->len--;
+}
+
+void cmp_map_free(struct cmp_map *m)
+{
+	free(m->slots);
+	memset(m, 0, sizeof(*m));
+}

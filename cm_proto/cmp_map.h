@@ -1,0 +1,33 @@
+/*
+ * cmp_map.h - open-addressing hash map from a 128-bit key to a pointer, for
+ * the engine's O(1) lookups (comm ID, remote identity, remote QPN, SIDR
+ * request). Linear probing with backward-shift deletion: no tombstones, so
+ * lookups stay short under churn.
+ */
+#ifndef USCM_CMP_MAP_H
+#define USCM_CMP_MAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct cmp_map_key { uint64_t a, b; };
+
+struct cmp_map_slot {
+	struct cmp_map_key key;
+	void *val; /* NULL: empty */
+};
+
+struct cmp_map {
+	struct cmp_map_slot *slots;
+	size_t cap;  /* power of two, or 0 */
+	size_t len;
+};
+
+void *cmp_map_get(const struct cmp_map *m, struct cmp_map_key k);
+/* Inserts or replaces; val must not be NULL. 0, or -1 on ENOMEM. */
+int cmp_map_put(struct cmp_map *m, struct cmp_map_key k, void *val);
+/* Removes k if it maps to val (NULL: whatever it maps to). */
+void cmp_map_del(struct cmp_map *m, struct cmp_map_key k, const void *val);
+void cmp_map_free(struct cmp_map *m);
+
+#endif
