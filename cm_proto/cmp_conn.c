@@ -325,7 +325,10 @@ static void on_req(struct cmp_engine *e, const struct cmp_addr *src, const struc
 	c->remote_ca_guid = r->local_ca_guid;
 	c->remote_qpn = r->local_qpn;
 	c->service_id = r->service_id;
-	c->rq_psn = r->starting_psn;
+	/* A Starting PSN is the PSN its sender expects to receive (Linux cm.c:
+	 * the sender programs it as rq_psn, the peer as sq_psn). Taking it the
+	 * other way round breaks every connection to a kernel peer. */
+	c->sq_psn = r->starting_psn;
 	c->qp_type = r->transport_service_type;
 	/* Our RDMA read depth is what they let us issue, and vice versa. */
 	c->responder_resources = r->initiator_depth;
@@ -407,6 +410,17 @@ static void on_rej(struct cmp_engine *e, const struct cmp_addr *src, const struc
 	struct cmp_conn *c = cmp_find_local(e, r->remote_comm_id);
 	int timewait;
 
+	/* A REJ(Timeout) from an active side whose REQ timed out before it
+	 * heard from us carries remote comm ID 0; it names the connection by
+	 * its sender's comm ID and, in the ARI, CA GUID (as the kernel's
+	 * cm_acquire_rejected_id looks it up). Without this the REJ that
+	 * send_rej_timeout() sends to stop the peer's REP retries is a stray. */
+	if (!c && r->reason == REJ_TIMEOUT && r->reject_info_length >= 8) {
+		uint64_t guid = 0;
+		for (int i = 0; i < 8; i++)
+			guid = guid << 8 | r->ari[i];
+		c = cmp_find_remote(e, r->local_comm_id, guid);
+	}
 	if (!c)
 		return stray(e, NULL, "drop REJ: unknown comm ID", now);
 	if (!src_ok(c, src))
@@ -487,7 +501,7 @@ static void on_rep(struct cmp_engine *e, const struct cmp_addr *src, const struc
 	c->remote_id = r->local_comm_id;
 	c->remote_ca_guid = r->local_ca_guid;
 	c->remote_qpn = r->local_qpn;
-	c->rq_psn = r->starting_psn;
+	c->sq_psn = r->starting_psn; /* what the REP's sender expects: see on_req */
 	c->initiator_depth = r->responder_resources < c->initiator_depth ? r->responder_resources
 									 : c->initiator_depth;
 	c->responder_resources = r->initiator_depth < c->responder_resources
@@ -495,6 +509,12 @@ static void on_rep(struct cmp_engine *e, const struct cmp_addr *src, const struc
 					 : c->responder_resources;
 	c->rnr_retry_count = r->rnr_retry_count;
 	c->av_timeout = cmp_ack_timeout(r->target_ack_delay, c->path.packet_life_time);
+	/* The alternate path's ACK timeout also uses the target ACK delay (the
+	 * kernel's cm_rep_handler does both). cmp_qp_attr derives alt_timeout
+	 * as lifetime + 1, so store the timeout minus one, as on_req does. */
+	if (c->has_alt)
+		c->alt.packet_life_time =
+			(uint8_t)(cmp_ack_timeout(r->target_ack_delay, c->alt.packet_life_time) - 1);
 	cmp_index_remote(e, c);
 	cmp_index_qpn(e, c);
 	cmp_set_state(e, c, CMP_REP_RCVD, "recv REP", now);
@@ -571,12 +591,15 @@ static void on_dreq(struct cmp_engine *e, const struct cmp_addr *src, const stru
 	if (c->remote_id != r->local_comm_id || c->local_qpn != r->remote_qpn_eecn ||
 	    !src_ok(c, src))
 		return mismatch(e, c, "drop DREQ: comm ID, QPN or source mismatch", now);
-	c->tid = m->hdr.tid;
+	/* Take the DREQ's TID only where the DREQ is answered: a DREQ dropped
+	 * in, say, REP_RCVD must not change the TID of the RTU or REJ that
+	 * still answers the REQ's transaction. */
 	switch (c->state) {
 	case CMP_REP_SENT:
 	case CMP_MRA_REP_RCVD:
 	case CMP_ESTABLISHED:
 	case CMP_DREQ_SENT:
+		c->tid = m->hdr.tid;
 		cmp_timer_clear(e, c);
 		cmp_set_state(e, c, CMP_DREQ_RCVD, "recv DREQ", now);
 		if (c->user_gone) {
@@ -588,6 +611,7 @@ static void on_dreq(struct cmp_engine *e, const struct cmp_addr *src, const stru
 		break;
 	case CMP_TIMEWAIT:
 		e->st.rx_duplicate++;
+		c->tid = m->hdr.tid; /* the DREP echoes this DREQ */
 		cmp_trace_drop(e, c, "recv DREQ in TIMEWAIT: resend DREP", now);
 		send_drep(e, c, &c->dst, c->tid, c->local_id, c->remote_id, NULL, 0, 0);
 		return;
@@ -808,16 +832,22 @@ int cmp_connect(struct cmp_engine *e, const struct cmp_req_param *p, void *ctx,
 	c = cmp_conn_alloc(e, CMP_IDLE, ctx);
 	if (!c)
 		return fail(ENOMEM);
-	pp = p->primary;
 	c->active = 1;
-	c->path = *pp;
+	c->path = *p->primary;
+	/* settings.packet_life_time is documented as the lifetime of a path
+	 * that gives none (RoCE paths have no SA record), but was never used. */
+	if (!c->path.packet_life_time)
+		c->path.packet_life_time = e->s.packet_life_time;
+	pp = &c->path;
 	if (p->alternate) {
 		c->alt = *p->alternate;
+		if (!c->alt.packet_life_time)
+			c->alt.packet_life_time = e->s.packet_life_time;
 		c->has_alt = 1;
 	}
 	c->service_id = p->service_id;
 	c->local_qpn = p->qpn & 0xFFFFFF;
-	c->sq_psn = p->starting_psn & 0xFFFFFF;
+	c->rq_psn = p->starting_psn & 0xFFFFFF; /* ours to receive: see on_req */
 	c->qp_type = p->qp_type;
 	c->responder_resources = p->responder_resources;
 	c->initiator_depth = p->initiator_depth;
@@ -850,7 +880,7 @@ int cmp_connect(struct cmp_engine *e, const struct cmp_req_param *p, void *ctx,
 	r->remote_cm_response_timeout = c->remote_cm_response_timeout;
 	r->transport_service_type = c->qp_type;
 	r->end_to_end_flow_control = c->flow_control;
-	r->starting_psn = c->sq_psn;
+	r->starting_psn = c->rq_psn;
 	r->local_cm_response_timeout = c->local_cm_response_timeout;
 	r->retry_count = c->retry_count;
 	r->pkey = pp->pkey;
@@ -904,7 +934,7 @@ int cmp_accept(struct cmp_engine *e, struct cmp_conn *c, const struct cmp_rep_pa
 	if (c->state != CMP_REQ_RCVD && c->state != CMP_MRA_REQ_SENT)
 		return fail(EINVAL);
 	c->local_qpn = p->qpn & 0xFFFFFF;
-	c->sq_psn = p->starting_psn & 0xFFFFFF;
+	c->rq_psn = p->starting_psn & 0xFFFFFF; /* ours to receive: see on_req */
 	/* Never promise more than the peer asked for. */
 	c->responder_resources = p->responder_resources < c->responder_resources
 					 ? p->responder_resources
@@ -917,7 +947,7 @@ int cmp_accept(struct cmp_engine *e, struct cmp_conn *c, const struct cmp_rep_pa
 	r->local_comm_id = c->local_id;
 	r->remote_comm_id = c->remote_id;
 	r->local_qpn = c->local_qpn;
-	r->starting_psn = c->sq_psn;
+	r->starting_psn = c->rq_psn;
 	r->responder_resources = c->responder_resources;
 	r->initiator_depth = c->initiator_depth;
 	r->target_ack_delay = e->s.local_ca_ack_delay;

@@ -78,7 +78,10 @@ int cmp_conn_qp_attr(const struct cmp_conn *c, enum ibv_qp_state target,
 		}
 		return 0;
 	case IBV_QPS_RTS:
+		/* The passive side moves its QP to RTS before it sends the REP, as
+		 * rdma_cm's accept does: the send PSN is the REQ's, known by then. */
 		switch (c->state) {
+		case CMP_REQ_RCVD: case CMP_MRA_REQ_SENT:
 		case CMP_REP_RCVD: case CMP_MRA_REP_SENT: case CMP_REP_SENT:
 		case CMP_MRA_REP_RCVD: case CMP_ESTABLISHED:
 			break;
@@ -96,6 +99,12 @@ int cmp_conn_qp_attr(const struct cmp_conn *c, enum ibv_qp_state target,
 			attr->timeout = c->av_timeout;
 			*mask |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC |
 				 IBV_QP_TIMEOUT;
+		}
+		/* The alternate path loaded at RTR is only used once armed: the
+		 * kernel's cm_init_qp_rts_attr asks for REARM whenever there is one. */
+		if (c->has_alt) {
+			attr->path_mig_state = IBV_MIG_REARM;
+			*mask |= IBV_QP_PATH_MIG_STATE;
 		}
 		return 0;
 	default:
