@@ -381,12 +381,18 @@ static void on_mra(struct cmp_engine *e, const struct cmp_addr *src, const struc
 
 	if (!c)
 		return stray(e, NULL, "drop MRA: unknown comm ID", now);
-	if (!src_ok(c, src) || (c->remote_id && c->remote_id != r->local_comm_id))
+	/* An MRA of our REQ is matched by our comm ID alone, and we learn no
+	 * peer ID from it (as the kernel): the passive connection that sent it
+	 * may vanish and a retried REQ reach a new one with another ID, whose
+	 * REJ or REP must still be accepted. */
+	if (!src_ok(c, src) || (r->message_mraed != MRA_MSG_REQ && c->remote_id &&
+				c->remote_id != r->local_comm_id))
 		return mismatch(e, c, "drop MRA: source or comm ID mismatch", now);
-	wait = cmp_cap_timer(e, conv(r->service_timeout) + c->base_timeout);
+	/* The peer announced how long it needs: wait that long, uncapped by
+	 * max_timer_ns (IBTA 12.6.6), plus one normal try. */
+	wait = conv(r->service_timeout) + c->base_timeout;
 	if (r->message_mraed == MRA_MSG_REQ &&
 	    (c->state == CMP_REQ_SENT || c->state == CMP_MRA_REQ_RCVD)) {
-		c->remote_id = r->local_comm_id;
 		if (c->state == CMP_REQ_SENT)
 			cmp_set_state(e, c, CMP_MRA_REQ_RCVD, "recv MRA for REQ", now);
 	} else if (r->message_mraed == MRA_MSG_REP &&
@@ -425,9 +431,17 @@ static void on_rej(struct cmp_engine *e, const struct cmp_addr *src, const struc
 		return stray(e, NULL, "drop REJ: unknown comm ID", now);
 	if (!src_ok(c, src))
 		return mismatch(e, c, "drop REJ: source mismatch", now);
-	/* A REJ of our REQ may come before we know the peer's ID (0 then). */
-	if (c->remote_id && r->local_comm_id && r->local_comm_id != c->remote_id)
+	/* A REJ of our REQ names us by our comm ID only (its sender may have
+	 * had no connection: backlog full, no listener, stale) and acts only
+	 * while the REQ is unanswered: a late copy must not tear down the
+	 * connection a retried REQ has since made (kernel: cm_acquire_id with
+	 * remote ID 0). Other REJs must name the peer we know. */
+	if (r->message_rejected == REJ_MSG_REQ) {
+		if (c->state != CMP_REQ_SENT && c->state != CMP_MRA_REQ_RCVD)
+			return mismatch(e, c, "drop REJ of a REQ already answered", now);
+	} else if (c->remote_id && r->local_comm_id && r->local_comm_id != c->remote_id) {
 		return mismatch(e, c, "drop REJ: comm ID mismatch", now);
+	}
 	switch (c->state) {
 	case CMP_REQ_SENT:
 	case CMP_MRA_REQ_RCVD:
