@@ -208,19 +208,8 @@ int cmp_cm_decode(const uint8_t *mad, size_t len, struct cmp_cm_msg *m, struct c
 		d = &local;
 	}
 	memset(m, 0, sizeof(*m));
-	if (cmp_mad_hdr_decode(mad, len, &m->hdr, d))
+	if (cmp_mad_hdr_decode_class(mad, len, &m->hdr, UMAD_CLASS_CM, CMP_CM_CLASS_VERSION, "CM", d))
 		return -1;
-	if (m->hdr.mgmt_class != UMAD_CLASS_CM) {
-		cmp_diag_add(d, CMP_DIAG_ERROR, CMP_E_CLASS, 1, 0, "mgmt_class",
-			     "management class 0x%02x is not CM (0x07)", m->hdr.mgmt_class);
-		return -1;
-	}
-	if (m->hdr.class_version != CMP_CM_CLASS_VERSION) {
-		cmp_diag_add(d, CMP_DIAG_ERROR, CMP_E_CLASS_VERSION, 2, 0, "class_version",
-			     "CM class version %u, expected %u", m->hdr.class_version,
-			     CMP_CM_CLASS_VERSION);
-		return -1;
-	}
 	l = cmp_cm_layout(m->hdr.attr_id);
 	if (!l) {
 		cmp_diag_add(d, CMP_DIAG_ERROR, CMP_E_ATTR, 16, 0, "attr_id",

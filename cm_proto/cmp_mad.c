@@ -37,6 +37,27 @@ int cmp_mad_hdr_decode(const uint8_t *mad, size_t len, struct cmp_mad_hdr *hdr,
 	return len == CMP_MAD_SIZE ? 0 : -1;
 }
 
+int cmp_mad_hdr_decode_class(const uint8_t *mad, size_t len, struct cmp_mad_hdr *hdr,
+			     uint8_t mgmt_class, uint8_t class_version, const char *name,
+			     struct cmp_diags *d)
+{
+	if (cmp_mad_hdr_decode(mad, len, hdr, d))
+		return -1;
+	if (hdr->mgmt_class != mgmt_class) {
+		cmp_diag_add(d, CMP_DIAG_ERROR, CMP_E_CLASS, 1, 0, "mgmt_class",
+			     "management class 0x%02x is not %s (0x%02x)", hdr->mgmt_class, name,
+			     mgmt_class);
+		return -1;
+	}
+	if (hdr->class_version != class_version) {
+		cmp_diag_add(d, CMP_DIAG_ERROR, CMP_E_CLASS_VERSION, 2, 0, "class_version",
+			     "%s class version %u, expected %u", name, hdr->class_version,
+			     class_version);
+		return -1;
+	}
+	return 0;
+}
+
 void cmp_mad_hdr_encode(const struct cmp_mad_hdr *hdr, uint8_t mad[CMP_MAD_SIZE])
 {
 	cmp_layout_encode(&cmp_mad_hdr_layout, hdr, mad);

@@ -70,6 +70,11 @@ extern const struct cmp_layout cmp_cpi_layout;
  * version 1, header reserved field. Returns 0, or -1 (diagnostic added). */
 int cmp_mad_hdr_decode(const uint8_t *mad, size_t len, struct cmp_mad_hdr *hdr,
 		       struct cmp_diags *d);
+/* cmp_mad_hdr_decode(), then the management class and class version a
+ * class codec speaks (`name` names the class in the diagnostics). */
+int cmp_mad_hdr_decode_class(const uint8_t *mad, size_t len, struct cmp_mad_hdr *hdr,
+			     uint8_t mgmt_class, uint8_t class_version, const char *name,
+			     struct cmp_diags *d);
 void cmp_mad_hdr_encode(const struct cmp_mad_hdr *hdr, uint8_t mad[CMP_MAD_SIZE]);
 
 const char *cmp_mad_class_str(uint8_t mgmt_class);

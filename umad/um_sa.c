@@ -320,19 +320,9 @@ int um_sa_decode(const uint8_t *mad, size_t len, struct um_sa_msg *m, struct cmp
 		d = &local;
 	}
 	memset(m, 0, sizeof(*m));
-	if (cmp_mad_hdr_decode(mad, len, &m->hdr, d))
+	if (cmp_mad_hdr_decode_class(mad, len, &m->hdr, UMAD_CLASS_SUBN_ADM, UMAD_SA_CLASS_VERSION,
+				     "SA", d))
 		return -1;
-	if (m->hdr.mgmt_class != UMAD_CLASS_SUBN_ADM) {
-		cmp_diag_add(d, CMP_DIAG_ERROR, CMP_E_CLASS, 1, 0, "mgmt_class",
-			     "management class 0x%02x is not SA (0x03)", m->hdr.mgmt_class);
-		return -1;
-	}
-	if (m->hdr.class_version != UMAD_SA_CLASS_VERSION) {
-		cmp_diag_add(d, CMP_DIAG_ERROR, CMP_E_CLASS_VERSION, 2, 0, "class_version",
-			     "SA class version %u, expected %u", m->hdr.class_version,
-			     UMAD_SA_CLASS_VERSION);
-		return -1;
-	}
 	l = um_sa_layout(m->hdr.attr_id);
 	if (!l) {
 		cmp_diag_add(d, CMP_DIAG_ERROR, CMP_E_ATTR, 16, 0, "attr_id",
