@@ -9,6 +9,7 @@ PKGS=(
   libibverbs-dev libibumad-dev  # the real headers/ABIs production code uses
   libcriterion-dev              # unit tests
   tshark                        # the independent decoding oracle
+  infiniband-diags ibverbs-utils rdmacm-utils  # unmodified clients run on sim/
 )
 
 missing=()
