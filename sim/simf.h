@@ -23,7 +23,14 @@
  * the source address. What an IB LRH/GRH would add travels in BTH byte 4
  * (resv8a), which IBTA reserves and leaves out of the ICRC: bit 0 = "the
  * sender used a GRH" (the receiver synthesizes it from the node table for
- * IBV_WC_GRH; on RoCE it is always set), bits 7:4 = the SL.
+ * IBV_WC_GRH; on RoCE it is always set), bits 7:4 = the SL. (BTH FECN/BECN,
+ * bits 7 and 6 of that byte, are not used by the fabric: they alias SL bits
+ * 3:2. Use SIMF_RESV8A() / SIMF_RESV8A_SL() / SIMF_RESV8A_GRH().)
+ *
+ * Counting: simf_send counts tx/tx_dropped/tx_duplicated/tx_delayed on the
+ * sender and rx on the destination node when the datagram is handed to the
+ * destination socket (loopback does not lose datagrams unless a receive
+ * buffer overflows).
  */
 #ifndef USCM_SIMF_H
 #define USCM_SIMF_H
@@ -34,7 +41,7 @@
 #include <sys/types.h>
 
 #define SIMF_MAGIC 0x55534631u /* "USF1" */
-#define SIMF_VERSION 1
+#define SIMF_VERSION 2
 #define SIMF_MAX_NODES 64      /* node 0 = SM/SA, 1..63 = node1..node63 */
 #define SIMF_MAX_AGENTS 32     /* umad agents per node */
 #define SIMF_MAX_FAULTS 32
@@ -42,6 +49,15 @@
 #define SIMF_QP_PORT_BASE 10000
 #define SIMF_MAX_QPN 50000     /* QPNs 2..SIMF_MAX_QPN-1 per node */
 #define SIMF_PKEYS 16
+#define SIMF_NODE_PIDS 16      /* processes attached as one node */
+#define SIMF_MAX_MCG 64        /* multicast groups */
+#define SIMF_MCG_QPS 64        /* QPs attached to one group (all nodes) */
+#define SIMF_QKEY_GSI 0x80010000u
+
+/* BTH byte 4 (resv8a) as the fabric uses it. */
+#define SIMF_RESV8A(sl, grh) ((uint8_t)((((unsigned)(sl) & 0xFu) << 4) | ((grh) ? 1u : 0u)))
+#define SIMF_RESV8A_SL(r) (((unsigned)(r) >> 4) & 0xFu)
+#define SIMF_RESV8A_GRH(r) ((unsigned)(r) & 1u)
 
 enum simf_link { SIMF_LINK_IB = 1, SIMF_LINK_ROCE = 2 };
 enum simf_port_state { SIMF_PORT_DOWN = 1, SIMF_PORT_INIT = 2, SIMF_PORT_ACTIVE = 4 };
@@ -56,7 +72,8 @@ struct simf_agent {
 	uint8_t class_version;
 	uint8_t rmpp_version;
 	uint8_t oui[3];
-	uint8_t methods[16];    /* bitmap of methods 0..127 it serves */
+	uint8_t methods[16];    /* bitmap of methods 0..127 it serves:
+				 * method m is bit (m & 7) of methods[m >> 3] */
 	uint32_t agent_id;      /* the value umad_register returned */
 };
 
@@ -76,6 +93,9 @@ struct simf_node {
 	uint16_t pkeys[SIMF_PKEYS]; /* P_Key table; [0] = 0xFFFF */
 	struct simf_agent agents[SIMF_MAX_AGENTS];
 	uint64_t tx, rx, tx_dropped, tx_duplicated, tx_delayed;
+	/* v2 */
+	uint32_t attach_seq;    /* attaches as this node so far (fault PRNG stream) */
+	int32_t pids[SIMF_NODE_PIDS]; /* processes attached as this node (0: free) */
 };
 
 /* A fault rule: the first matching rule applies to a datagram. */
@@ -95,6 +115,33 @@ struct simf_fault {
 	uint64_t reorder_ns;
 };
 
+/* A multicast group. On IB the SA creates it (MCMemberRecord Set) and keeps
+ * join_state per node; on RoCE there is no SA and a group exists as soon as
+ * a QP attaches (mlid 0). QPs attach with ibv_attach_mcast (the verbs
+ * drop-in: simf_mcast_attach). A datagram to a group is delivered to every
+ * attached QP of every node that may receive (simf_mcast_targets). */
+struct simf_mcg_qp {
+	int16_t node;           /* -1: free */
+	uint16_t _pad;
+	uint32_t qpn;
+};
+struct simf_mcg {
+	uint8_t used;
+	uint8_t sa_created;     /* created by an SA join (IB) */
+	uint8_t mtu, rate;      /* IBTA encodings */
+	uint8_t sl, tclass, hop_limit, scope;
+	uint8_t mgid[16];
+	uint16_t mlid;          /* 0 on RoCE */
+	uint16_t pkey;
+	uint32_t qkey;
+	uint32_t flow_label;
+	uint8_t pkt_life;
+	uint8_t _pad[3];
+	uint8_t join_state[SIMF_MAX_NODES]; /* SA membership per node: bit 0 full,
+					       1 non-member, 2 send-only non-member */
+	struct simf_mcg_qp qps[SIMF_MCG_QPS];
+};
+
 struct simf_state {
 	uint32_t magic, version;
 	uint32_t link;          /* enum simf_link */
@@ -108,6 +155,10 @@ struct simf_state {
 	uint8_t lft[SIMF_MAX_LID + 1]; /* LID -> node + 1 (0: unassigned), by the SM */
 	struct simf_node nodes[SIMF_MAX_NODES];
 	uint64_t sa_queries;    /* counted by the SA (for the path cache target) */
+	/* v2 */
+	struct simf_mcg mcgs[SIMF_MAX_MCG]; /* multicast groups (struct simf_mcg) */
+	uint32_t mlid_next;     /* MLID allocator (0xC000..), by the SA */
+	int32_t keeper_pid;     /* the uscm-sim-sm process (also on RoCE) */
 };
 
 struct simf {
@@ -120,6 +171,7 @@ struct simf {
 	int delay_running;
 	void *delay_q;
 	int pcap_fd;
+	void *priv;             /* simf.c's private per-handle state (v2) */
 };
 
 /* ---- fabric state --------------------------------------------------------- */
@@ -128,8 +180,15 @@ struct simf {
 struct simf *simf_create(const char *dir, enum simf_link link, unsigned nnodes,
 			 unsigned instance, uint64_t seed, const char *pcap_path);
 /* Attaches to an existing fabric: dir NULL means $USCM_SIM_DIR (default
- * /tmp/uscm-sim). Sets self from $USCM_SIM_NODE (or -1). NULL + errno. */
+ * simf_default_dir(): /tmp/uscm-sim-<uid>). Sets self from $USCM_SIM_NODE
+ * (or -1); a process attached as a node is listed in nodes[self].pids (for
+ * `uscm-sim kill`) until simf_detach. NULL + errno (ENOENT: no fabric). */
 struct simf *simf_attach(const char *dir);
+/* Same with an explicit node (-1: none), ignoring $USCM_SIM_NODE. */
+struct simf *simf_attach_node(const char *dir, int node);
+const char *simf_default_dir(void);
+/* Is process pid alive (not a zombie)? For reclaiming table entries. */
+int simf_pid_alive(pid_t pid);
 void simf_detach(struct simf *f);
 void simf_lock(struct simf *f);
 void simf_unlock(struct simf *f);
@@ -144,16 +203,63 @@ uint16_t simf_qp_port(uint32_t qpn);   /* SIMF_QP_PORT_BASE + qpn */
 uint32_t simf_node_addr(const struct simf *f, int n);
 /* Writes D/hosts (ibacm format) from the node table. */
 int simf_write_hosts(struct simf *f);
+/* Link of node n up or down (down: port DOWN, every datagram to/from it is
+ * dropped; up: RoCE ACTIVE at once, IB INIT until the SM's next sweep). */
+int simf_set_link(struct simf *f, int n, int up);
+
+/* ---- umad agents (kernel ib_mad rules; helpers over nodes[n].agents) ------ */
+
+/* Registers *a (pid, port, qpn, class, version, methods...) on node n.
+ * Fails with EBUSY when another live agent of the same (qpn, class, class
+ * version[, oui]) already serves one of a's methods, ENOSPC when full.
+ * Entries of dead processes are reclaimed. Returns the slot index. */
+int simf_agent_add(struct simf *f, int n, const struct simf_agent *a);
+void simf_agent_del(struct simf *f, int n, int slot);
+/* The live agent of node n serving a request (qpn, class, version, method;
+ * oui for vendor classes 0x30-0x4F, NULL otherwise): its slot, *out a copy.
+ * -1 if none. */
+int simf_agent_find(struct simf *f, int n, uint8_t qpn, uint8_t mgmt_class,
+		    uint8_t class_version, uint8_t method, const uint8_t *oui,
+		    struct simf_agent *out);
+
+/* ---- multicast (shared by the SA and the verbs drop-in) ------------------- */
+
+/* Group index by MGID (mlid 0) or by MLID (mgid NULL). -1 if none. Lock held
+ * or not: these take the lock themselves. */
+int simf_mcast_find(struct simf *f, const uint8_t *mgid, uint16_t mlid);
+/* Attaches QP qpn of node n to the group (created on RoCE or when the SA has
+ * not created it yet). 0 or -1/errno (ENOSPC). Detach: 0, or -1/ENOENT. */
+int simf_mcast_attach(struct simf *f, int n, const uint8_t mgid[16], uint16_t mlid, uint32_t qpn);
+int simf_mcast_detach(struct simf *f, int n, const uint8_t mgid[16], uint16_t mlid, uint32_t qpn);
+/* The (node, qpn) pairs a datagram to the group reaches (mgid or mlid as in
+ * simf_mcast_find). On IB a node receives only when it joined through the SA
+ * as full or non-member (join_state & 3); on RoCE every attached QP does.
+ * Returns how many were written to out (at most max). */
+int simf_mcast_targets(struct simf *f, const uint8_t *mgid, uint16_t mlid,
+		       struct simf_mcg_qp *out, int max);
+
+/* ---- fault rules -------------------------------------------------------------- */
+
+/* Parses one rule "drop=5%,dup=1%,delay=2ms,reorder=10%:5ms,class=0x07,
+ * attr=0x10,qpt=mad|rc|uc|ud|any,node=2" (see docs/sim.md). 0, or -1 with a
+ * message in err. */
+int simf_fault_parse(const char *spec, struct simf_fault *out, char *err, size_t errlen);
+/* Formats a rule back into that syntax. */
+void simf_fault_format(const struct simf_fault *r, char *buf, size_t len);
+/* Replaces the rule table (n rules; 0 clears) or appends; bumps generation. */
+int simf_fault_set(struct simf *f, const struct simf_fault *rules, int n);
+int simf_fault_add(struct simf *f, const struct simf_fault *rule);
 
 /* ---- transport -------------------------------------------------------------- */
 
 /* A non-blocking UDP socket bound to node n's address, port `port` (0:
  * ephemeral). *bound gets the port. The fd polls/epolls like any socket. */
 int simf_socket(struct simf *f, int n, uint16_t port, uint16_t *bound);
-/* Sends one RoCEv2 payload (BTH..ICRC; the ICRC is computed here) from node
- * `src` to (node dst, port). Applies link state and the fault rules (drop,
+/* Sends one RoCEv2 payload (BTH..ICRC; len counts the 4 ICRC bytes, which
+ * simf_send overwrites with the computed ICRC) from node `src` to (node
+ * dst, port). Thread-safe. Applies link state and the fault rules (drop,
  * duplicate, delay, reorder via the delay thread), counts, and appends to
- * the fabric pcap. Returns len (also when a fault dropped it: as on a real
+ * the fabric pcap (just before the datagram leaves). Returns len (also when a fault dropped it: as on a real
  * wire, the sender cannot tell) or -1/errno. */
 ssize_t simf_send(struct simf *f, int fd, int src, int dst, uint16_t port, void *pkt, size_t len);
 /* Receives one datagram: returns its length, *src the sending node (-1 if
@@ -183,5 +289,10 @@ void simf_bth_get(const uint8_t *p, struct simf_bth *b);
  * (IPv4 pseudo-header from the nodes' transport addresses). */
 uint32_t simf_icrc(const struct simf *f, int src, int dst, uint16_t sport, uint16_t dport,
 		   const uint8_t *payload, size_t len_without_icrc);
+/* The ICRC as stored: least significant byte first (like an Ethernet FCS). */
+void simf_icrc_put(uint8_t *p, uint32_t icrc);
+uint32_t simf_icrc_get(const uint8_t *p);
+/* Reflected CRC-32 (poly 0xEDB88320) running state, no pre/post inversion. */
+uint32_t simf_crc32(uint32_t state, const void *buf, size_t len);
 
 #endif

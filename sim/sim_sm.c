@@ -1,0 +1,1319 @@
+/*
+ * uscm-sim-sm - the fabric's subnet manager and subnet administrator, node 0.
+ *
+ * A process of its own, reachable only through the fabric: it binds node 0's
+ * QP1 socket (127.77.<inst>.0 : simf_qp_port(1)) and registers itself in
+ * node 0's agent table as the GSI agent of class 0x03 (SubnAdm) version 2, so
+ * a umad client sends SA requests to LID 1 / QP1 like to any other agent.
+ *
+ * SM: on IB it assigns LIDs (SM LID 1, node i LID i+1), fills the LFT and
+ * brings every port whose link is up to ACTIVE (a sweep every 100 ms). On
+ * RoCE there is no SM/SA: the process only holds the fabric's instance
+ * address (the socket) so that parallel fabrics never collide, and exits
+ * with the fabric.
+ *
+ * SA: PathRecord Get/GetTable, MCMemberRecord Set/Delete/Get/GetTable,
+ * ClassPortInfo Get, NodeRecord and PortInfoRecord Get/GetTable, InformInfo
+ * Set (acknowledged, no reports). GetTable answers use RMPP (several
+ * segments when needed, with ACK windows and retransmission).
+ *
+ * MAD encoding is done here by byte offsets (IBTA Vol1 13.4, 13.6, 15.2);
+ * only the constants come from <infiniband/umad_*.h>.
+ */
+#define _GNU_SOURCE
+#include "simf.h"
+
+#include <infiniband/umad_sa.h>
+#include <infiniband/umad_sa_mcm.h>
+#include <infiniband/umad_types.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* MAD layout (bytes) */
+#define MAD_LEN 256
+#define MAD_HDR 24
+#define RMPP_HDR_OFF 24
+#define SA_HDR_OFF 36
+#define SA_DATA_OFF 56
+#define SA_DATA_LEN 200
+#define RMPP_DATA_LEN 220 /* what RMPP PayloadLength counts per segment */
+
+/* PathRecord component mask bits */
+#define PR_SERVICE_ID (3ull << 0)
+#define PR_DGID (1ull << 2)
+#define PR_SGID (1ull << 3)
+#define PR_DLID (1ull << 4)
+#define PR_SLID (1ull << 5)
+#define PR_FLOW_LABEL (1ull << 8)
+#define PR_HOP_LIMIT (1ull << 9)
+#define PR_TCLASS (1ull << 10)
+#define PR_REVERSIBLE (1ull << 11)
+#define PR_NUMB_PATH (1ull << 12)
+#define PR_PKEY (1ull << 13)
+#define PR_SL (1ull << 15)
+#define PR_MTU_SEL (1ull << 16)
+#define PR_MTU (1ull << 17)
+#define PR_RATE_SEL (1ull << 18)
+#define PR_RATE (1ull << 19)
+#define PR_PLT_SEL (1ull << 20)
+#define PR_PLT (1ull << 21)
+
+/* NodeRecord / PortInfoRecord component mask bits we filter on */
+#define NR_LID (1ull << 0)
+#define NR_NODE_TYPE (1ull << 4)
+#define NR_SYS_GUID (1ull << 6)
+#define NR_NODE_GUID (1ull << 7)
+#define NR_PORT_GUID (1ull << 8)
+#define PIR_LID (1ull << 0)
+#define PIR_PORTNUM (1ull << 1)
+
+#define PR_LEN 64
+#define MCMR_LEN 56
+#define NR_LEN 112   /* 108 rounded up to 8 */
+#define PIR_LEN 72   /* 68 rounded up to 8 */
+#define CPI_LEN 72
+#define SR_LEN 176
+
+/* what the fabric offers */
+#define FAB_MTU 4            /* 2048 */
+#define FAB_RATE 16          /* 100 Gb/s */
+#define FAB_PLT 14
+#define SA_RESP_TIME 16
+
+#define RMPP_WINDOW 16
+#define RMPP_TIMEOUT_MS 300
+#define RMPP_RETRIES 5
+#define MAX_XFERS 64
+
+static volatile sig_atomic_t g_stop;
+static struct simf *g_f;
+static int g_fd = -1;
+static int g_verbose;
+
+static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void logf_(const char *fmt, ...)
+{
+	va_list ap;
+	struct timespec ts;
+
+	if (!g_verbose)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	fprintf(stderr, "[%ld.%03ld sm] ", (long)ts.tv_sec, ts.tv_nsec / 1000000);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- byte helpers (big-endian wire) ------------------------------------ */
+
+static uint16_t g16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static uint32_t g32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+static uint64_t g64(const uint8_t *p) { return (uint64_t)g32(p) << 32 | g32(p + 4); }
+static void p16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
+static void p32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+}
+static void p64(uint8_t *p, uint64_t v) { p32(p, (uint32_t)(v >> 32)); p32(p + 4, (uint32_t)v); }
+
+static int gid_is_zero(const uint8_t *g)
+{
+	for (int i = 0; i < 16; i++)
+		if (g[i])
+			return 0;
+	return 1;
+}
+
+static const char *gid_str(const uint8_t *g, char *buf)
+{
+	return inet_ntop(AF_INET6, g, buf, INET6_ADDRSTRLEN);
+}
+
+/* ---- request context and sending ---------------------------------------- */
+
+struct req {
+	int src;                /* requesting node */
+	uint16_t sport;         /* its agent's port */
+	uint32_t src_qp;        /* DETH source QP */
+	uint16_t pkey;
+	uint8_t resv8a;
+	const uint8_t *mad;     /* 256 bytes */
+};
+
+static uint32_t g_psn;
+
+/* One MAD (256 bytes) to the requester, as a UD SEND from QP1. */
+static void send_mad(int dst, uint16_t port, uint32_t dqp, uint16_t pkey, uint8_t resv8a,
+		     const uint8_t *mad)
+{
+	uint8_t pkt[SIMF_BTH_LEN + SIMF_DETH_LEN + MAD_LEN + SIMF_ICRC_LEN];
+	struct simf_bth b = {
+		.opcode = SIMF_OP_UD_SEND_ONLY,
+		.pkey = pkey,
+		.resv8a = resv8a,
+		.dest_qp = dqp,
+		.psn = g_psn++ & 0xFFFFFF,
+	};
+
+	memset(pkt, 0, sizeof(pkt));
+	simf_bth_put(pkt, &b);
+	p32(pkt + SIMF_BTH_LEN, SIMF_QKEY_GSI);
+	p32(pkt + SIMF_BTH_LEN + 4, 1);   /* source QP 1 */
+	memcpy(pkt + SIMF_BTH_LEN + SIMF_DETH_LEN, mad, MAD_LEN);
+	if (simf_send(g_f, g_fd, 0, dst, port, pkt, sizeof(pkt)) < 0)
+		logf_("send to node%d:%u failed: %s", dst, port, strerror(errno));
+}
+
+/* The response header: the request's, with the response method and status. */
+static void resp_hdr(uint8_t *out, const struct req *r, uint8_t method, uint16_t status)
+{
+	memset(out, 0, MAD_LEN);
+	memcpy(out, r->mad, MAD_HDR);
+	out[3] = method;
+	p16(out + 4, status);
+	p16(out + 6, 0);
+	/* SA header: SM_Key 0, AttributeOffset set by the caller, component
+	 * mask echoed */
+	memcpy(out + SA_HDR_OFF + 12, r->mad + SA_HDR_OFF + 12, 8);
+}
+
+static uint8_t resp_method(uint8_t method)
+{
+	switch (method) {
+	case UMAD_METHOD_GET:
+	case UMAD_METHOD_SET:
+		return UMAD_METHOD_GET_RESP;
+	default:
+		return (uint8_t)(method | UMAD_METHOD_RESP_MASK);
+	}
+}
+
+static void send_status(const struct req *r, uint16_t status)
+{
+	uint8_t out[MAD_LEN];
+
+	resp_hdr(out, r, resp_method(r->mad[3]), status);
+	if (r->mad[3] == UMAD_SA_METHOD_GET_TABLE) {
+		/* a GetTableResp is an RMPP message even when it carries an error */
+		out[RMPP_HDR_OFF] = UMAD_RMPP_VERSION;
+		out[RMPP_HDR_OFF + 1] = 1; /* DATA */
+		out[RMPP_HDR_OFF + 2] = (uint8_t)(0x1F << 3 | 0x7);
+		p32(out + RMPP_HDR_OFF + 4, 1);
+		p32(out + RMPP_HDR_OFF + 8, RMPP_DATA_LEN - SA_DATA_LEN);
+	}
+	send_mad(r->src, r->sport, r->src_qp, r->pkey, r->resv8a, out);
+}
+
+/* ---- RMPP sender ---------------------------------------------------------- */
+
+struct xfer {
+	int used;
+	int dst;
+	uint16_t port;
+	uint32_t dqp;
+	uint16_t pkey;
+	uint8_t resv8a;
+	uint64_t tid;
+	uint8_t hdr[SA_DATA_OFF];
+	uint8_t *data;
+	size_t dlen;
+	uint32_t nseg, acked, sent, window;
+	uint64_t deadline;
+	int retries;
+};
+
+static struct xfer g_xfers[MAX_XFERS];
+
+static void xfer_send_seg(struct xfer *x, uint32_t seg)
+{
+	uint8_t out[MAD_LEN];
+	size_t off = (size_t)(seg - 1) * SA_DATA_LEN;
+	size_t n = x->dlen > off ? x->dlen - off : 0;
+	uint32_t pad = (uint32_t)(x->nseg * SA_DATA_LEN - x->dlen);
+	uint8_t flags = UMAD_RMPP_FLAG_ACTIVE;
+	uint32_t paylen = 0;
+
+	if (n > SA_DATA_LEN)
+		n = SA_DATA_LEN;
+	memset(out, 0, sizeof(out));
+	memcpy(out, x->hdr, SA_DATA_OFF);
+	if (seg == 1) {
+		flags |= 2; /* First */
+		paylen = x->nseg * RMPP_DATA_LEN - pad;
+	}
+	if (seg == x->nseg) {
+		flags |= 4; /* Last */
+		paylen = RMPP_DATA_LEN - pad;
+	}
+	out[RMPP_HDR_OFF] = UMAD_RMPP_VERSION;
+	out[RMPP_HDR_OFF + 1] = 1; /* DATA */
+	out[RMPP_HDR_OFF + 2] = (uint8_t)(0x1F << 3 | flags); /* RRespTime: none */
+	out[RMPP_HDR_OFF + 3] = 0;
+	p32(out + RMPP_HDR_OFF + 4, seg);
+	p32(out + RMPP_HDR_OFF + 8, paylen);
+	if (n)
+		memcpy(out + SA_DATA_OFF, x->data + off, n);
+	send_mad(x->dst, x->port, x->dqp, x->pkey, x->resv8a, out);
+}
+
+static void xfer_pump(struct xfer *x)
+{
+	uint32_t last = x->window < x->nseg ? x->window : x->nseg;
+
+	while (x->sent < last)
+		xfer_send_seg(x, ++x->sent);
+	x->deadline = now_ms() + RMPP_TIMEOUT_MS;
+}
+
+static void xfer_done(struct xfer *x)
+{
+	free(x->data);
+	memset(x, 0, sizeof(*x));
+}
+
+/* A GetTableResp: hdr is the 56-byte header (MAD + SA header), data the
+ * records. One segment goes out fire-and-forget (a lost one makes the
+ * requester retry); several follow the RMPP ACK windows. */
+static void send_table(const struct req *r, const uint8_t *hdr, const uint8_t *data, size_t dlen)
+{
+	struct xfer tmp = { 0 }, *x = &tmp;
+	uint32_t nseg = dlen ? (uint32_t)((dlen + SA_DATA_LEN - 1) / SA_DATA_LEN) : 1;
+
+	if (nseg > 1) {
+		for (int i = 0; i < MAX_XFERS; i++) {
+			struct xfer *e = &g_xfers[i];
+
+			if (e->used && e->dst == r->src && e->port == r->sport &&
+			    e->tid == g64(hdr + 8))
+				xfer_done(e); /* a retried request restarts its answer */
+		}
+		x = NULL;
+		for (int i = 0; i < MAX_XFERS && !x; i++)
+			if (!g_xfers[i].used)
+				x = &g_xfers[i];
+		if (!x) {
+			send_status(r, UMAD_SA_STATUS_NO_RESOURCES << 8);
+			return;
+		}
+	}
+	x->used = 1;
+	x->dst = r->src;
+	x->port = r->sport;
+	x->dqp = r->src_qp;
+	x->pkey = r->pkey;
+	x->resv8a = r->resv8a;
+	x->tid = g64(hdr + 8);
+	memcpy(x->hdr, hdr, SA_DATA_OFF);
+	x->dlen = dlen;
+	x->nseg = nseg;
+	x->window = nseg > RMPP_WINDOW ? RMPP_WINDOW : nseg;
+	x->data = malloc(dlen ? dlen : 1);
+	if (!x->data) {
+		memset(x, 0, sizeof(*x));
+		send_status(r, UMAD_SA_STATUS_NO_RESOURCES << 8);
+		return;
+	}
+	if (dlen)
+		memcpy(x->data, data, dlen);
+	xfer_pump(x);
+	if (x == &tmp)
+		free(x->data);
+}
+
+static void rmpp_input(int src, uint16_t sport, const uint8_t *mad)
+{
+	uint8_t type = mad[RMPP_HDR_OFF + 1];
+	uint64_t tid = g64(mad + 8);
+
+	for (int i = 0; i < MAX_XFERS; i++) {
+		struct xfer *x = &g_xfers[i];
+
+		if (!x->used || x->dst != src || x->port != sport || x->tid != tid)
+			continue;
+		if (type == 2) { /* ACK */
+			uint32_t seg = g32(mad + RMPP_HDR_OFF + 4);
+			uint32_t nwl = g32(mad + RMPP_HDR_OFF + 8);
+
+			if (seg > x->acked && seg <= x->sent) {
+				x->acked = seg;
+				x->retries = 0;
+			}
+			if (x->acked >= x->nseg) {
+				xfer_done(x);
+				return;
+			}
+			if (nwl > x->window)
+				x->window = nwl;
+			if (x->window < x->acked + 1)
+				x->window = x->acked + 1;
+			xfer_pump(x);
+		} else if (type == 3 || type == 4) { /* STOP, ABORT */
+			logf_("RMPP %s from node%d tid 0x%llx", type == 3 ? "STOP" : "ABORT", src,
+			      (unsigned long long)tid);
+			xfer_done(x);
+		}
+		return;
+	}
+}
+
+static void xfer_timers(void)
+{
+	uint64_t now = now_ms();
+
+	for (int i = 0; i < MAX_XFERS; i++) {
+		struct xfer *x = &g_xfers[i];
+
+		if (!x->used || now < x->deadline)
+			continue;
+		if (++x->retries > RMPP_RETRIES) {
+			uint8_t out[MAD_LEN];
+
+			logf_("RMPP to node%d: no ACK, abort", x->dst);
+			memset(out, 0, sizeof(out));
+			memcpy(out, x->hdr, SA_DATA_OFF);
+			out[RMPP_HDR_OFF] = UMAD_RMPP_VERSION;
+			out[RMPP_HDR_OFF + 1] = 4; /* ABORT */
+			out[RMPP_HDR_OFF + 2] = 0x1F << 3 | UMAD_RMPP_FLAG_ACTIVE;
+			out[RMPP_HDR_OFF + 3] = 118; /* "T2L: total time too long" */
+			send_mad(x->dst, x->port, x->dqp, x->pkey, x->resv8a, out);
+			xfer_done(x);
+			continue;
+		}
+		/* go back to the first unacknowledged segment */
+		x->sent = x->acked;
+		xfer_pump(x);
+	}
+}
+
+/* ---- table building ------------------------------------------------------ */
+
+struct table {
+	uint8_t *buf;
+	size_t len, cap, reclen;
+	unsigned n;
+};
+
+static uint8_t *table_add(struct table *t)
+{
+	if (t->len + t->reclen > t->cap) {
+		size_t nc = t->cap ? t->cap * 2 : 4096;
+		uint8_t *nb;
+
+		while (nc < t->len + t->reclen)
+			nc *= 2;
+		nb = realloc(t->buf, nc);
+		if (!nb)
+			return NULL;
+		t->buf = nb;
+		t->cap = nc;
+	}
+	memset(t->buf + t->len, 0, t->reclen);
+	t->len += t->reclen;
+	t->n++;
+	return t->buf + t->len - t->reclen;
+}
+
+/* Sends a Get (exactly one record) or GetTable answer from table t. */
+static void answer(const struct req *r, struct table *t)
+{
+	uint8_t method = r->mad[3];
+	uint8_t hdr[MAD_LEN];
+
+	if (method == UMAD_SA_METHOD_GET_TABLE) {
+		resp_hdr(hdr, r, UMAD_SA_METHOD_GET_TABLE_RESP, 0);
+		p16(hdr + SA_HDR_OFF + 8, (uint16_t)(t->reclen / 8));
+		send_table(r, hdr, t->buf, t->len);
+	} else if (t->n == 0) {
+		send_status(r, UMAD_SA_STATUS_NO_RECORDS << 8);
+	} else if (t->n > 1) {
+		send_status(r, UMAD_SA_STATUS_TOO_MANY_RECORDS << 8);
+	} else {
+		resp_hdr(hdr, r, resp_method(method), 0);
+		p16(hdr + SA_HDR_OFF + 8, (uint16_t)(t->reclen / 8));
+		memcpy(hdr + SA_DATA_OFF, t->buf, t->reclen);
+		send_mad(r->src, r->sport, r->src_qp, r->pkey, r->resv8a, hdr);
+	}
+	free(t->buf);
+}
+
+/* ---- SM: LIDs and port states --------------------------------------------- */
+
+static void sm_sweep(void)
+{
+	struct simf_state *st = g_f->st;
+
+	simf_lock(g_f);
+	for (unsigned i = 0; i <= st->nnodes; i++) {
+		struct simf_node *nd = &st->nodes[i];
+
+		nd->sm_lid = 1;
+		if (!nd->link_up) {
+			nd->port_state = SIMF_PORT_DOWN;
+			continue;
+		}
+		if (nd->port_state == SIMF_PORT_ACTIVE && nd->lid)
+			continue;
+		if (!nd->lid) {
+			nd->lid = (uint16_t)(i + 1);
+			st->lft[nd->lid] = (uint8_t)(i + 1);
+		}
+		nd->port_state = SIMF_PORT_ACTIVE;
+		logf_("%s: LID %u, ACTIVE", nd->name, nd->lid);
+	}
+	simf_unlock(g_f);
+}
+
+/* ---- SA: rates, selectors -------------------------------------------------- */
+
+/* IBTA rate encoding -> Mb/s (0: unknown) */
+static unsigned rate_mbps(unsigned r)
+{
+	static const unsigned t[] = { 0, 0, 2500, 10000, 30000, 5000, 20000, 40000, 60000,
+				      80000, 120000, 14000, 56000, 112000, 168000, 25000,
+				      100000, 200000, 300000, 28000, 50000, 400000, 600000 };
+
+	return r < sizeof(t) / sizeof(t[0]) ? t[r] : 0;
+}
+
+/* Does the fabric's value `have` satisfy (selector, want)? kind 0: MTU,
+ * 1: rate, 2: packet lifetime. */
+static int sel_ok(int kind, unsigned sel, unsigned want, unsigned have)
+{
+	unsigned h = have, w = want;
+
+	if (kind == 1) {
+		h = rate_mbps(have);
+		w = rate_mbps(want);
+	}
+	switch (sel) {
+	case UMAD_SA_SELECTOR_GREATER_THAN: return h > w;
+	case UMAD_SA_SELECTOR_LESS_THAN: return h < w;
+	case UMAD_SA_SELECTOR_EXACTLY: return h == w;
+	default: return 1; /* largest / smallest available */
+	}
+}
+
+/* ---- SA: PathRecord ------------------------------------------------------ */
+
+static int port_usable(const struct simf_node *nd)
+{
+	return nd->link_up && nd->port_state == SIMF_PORT_ACTIVE && nd->lid;
+}
+
+static int has_pkey(const struct simf_node *nd, uint16_t pkey)
+{
+	for (int i = 0; i < SIMF_PKEYS; i++)
+		if (nd->pkeys[i] && (nd->pkeys[i] & 0x7FFF) == (pkey & 0x7FFF))
+			return 1;
+	return 0;
+}
+
+static void sa_path_record(const struct req *r)
+{
+	const struct simf_state *st = g_f->st;
+	const uint8_t *q = r->mad + SA_DATA_OFF;
+	uint64_t cm = g64(r->mad + SA_HDR_OFF + 12);
+	uint8_t method = r->mad[3];
+	struct table t = { .reclen = PR_LEN };
+	int s_fix = -1, d_fix = -1;
+	uint16_t pkey = (cm & PR_PKEY) ? g16(q + 50) : 0xFFFF;
+
+	if (method != UMAD_METHOD_GET && method != UMAD_SA_METHOD_GET_TABLE) {
+		send_status(r, UMAD_STATUS_METHOD_NOT_SUPPORTED);
+		return;
+	}
+	if (cm & PR_SGID) {
+		s_fix = simf_node_by_gid(g_f, q + 24);
+		if (s_fix < 0) {
+			send_status(r, UMAD_SA_STATUS_INVALID_GID << 8);
+			return;
+		}
+	}
+	if (cm & PR_DGID) {
+		d_fix = simf_node_by_gid(g_f, q + 8);
+		if (d_fix < 0) {
+			send_status(r, UMAD_SA_STATUS_INVALID_GID << 8);
+			return;
+		}
+	}
+	if (cm & PR_SLID) {
+		int n = simf_node_by_lid(g_f, g16(q + 42));
+
+		if (n < 0 || (s_fix >= 0 && n != s_fix))
+			s_fix = -2;
+		else
+			s_fix = n;
+	}
+	if (cm & PR_DLID) {
+		int n = simf_node_by_lid(g_f, g16(q + 40));
+
+		if (n < 0 || (d_fix >= 0 && n != d_fix))
+			d_fix = -2;
+		else
+			d_fix = n;
+	}
+	if (method == UMAD_METHOD_GET && (s_fix == -1 || d_fix == -1)) {
+		send_status(r, UMAD_SA_STATUS_INSUF_COMPS << 8);
+		return;
+	}
+	if ((cm & PR_MTU) && !sel_ok(0, (cm & PR_MTU_SEL) ? q[54] >> 6 : 2, q[54] & 0x3F, FAB_MTU))
+		goto none;
+	if ((cm & PR_RATE) && !sel_ok(1, (cm & PR_RATE_SEL) ? q[55] >> 6 : 2, q[55] & 0x3F, FAB_RATE))
+		goto none;
+	if ((cm & PR_PLT) && !sel_ok(2, (cm & PR_PLT_SEL) ? q[56] >> 6 : 2, q[56] & 0x3F, FAB_PLT))
+		goto none;
+	/* every path here is reversible, so Reversible in the mask is met */
+	for (int s = 0; s <= (int)st->nnodes; s++) {
+		if (s_fix != -1 && s != s_fix)
+			continue;
+		for (int d = 0; d <= (int)st->nnodes; d++) {
+			const struct simf_node *sn = &st->nodes[s], *dn = &st->nodes[d];
+			uint8_t *p;
+
+			if (d_fix != -1 && d != d_fix)
+				continue;
+			if (!port_usable(sn) || !port_usable(dn))
+				continue;
+			if (!has_pkey(sn, pkey) || !has_pkey(dn, pkey))
+				continue;
+			p = table_add(&t);
+			if (!p)
+				break;
+			if (cm & PR_SERVICE_ID)
+				memcpy(p, q, 8);
+			memcpy(p + 8, dn->gid, 16);
+			memcpy(p + 24, sn->gid, 16);
+			p16(p + 40, dn->lid);
+			p16(p + 42, sn->lid);
+			/* RawTraffic 0, FlowLabel, HopLimit */
+			p32(p + 44, ((cm & PR_FLOW_LABEL) ? (g32(q + 44) & 0x0FFFFF00u) : 0) |
+					    ((cm & PR_HOP_LIMIT) ? q[47] : 0));
+			p[48] = (cm & PR_TCLASS) ? q[48] : 0;
+			p[49] = 0x80; /* Reversible, NumbPath 0 */
+			p16(p + 50, pkey == 0xFFFF || !(cm & PR_PKEY) ? 0xFFFF : pkey);
+			p16(p + 52, (cm & PR_SL) ? (g16(q + 52) & 0xF) : 0); /* QoSClass 0, SL */
+			p[54] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | FAB_MTU);
+			p[55] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | FAB_RATE);
+			p[56] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | FAB_PLT);
+			p[57] = 0; /* Preference */
+		}
+	}
+	if (g_verbose) {
+		char a[INET6_ADDRSTRLEN], b[INET6_ADDRSTRLEN];
+
+		logf_("PathRecord %s from node%d sgid %s dgid %s mask 0x%llx: %u record(s)",
+		      method == UMAD_METHOD_GET ? "Get" : "GetTable", r->src, gid_str(q + 24, a),
+		      gid_str(q + 8, b), (unsigned long long)cm, t.n);
+	}
+	answer(r, &t);
+	return;
+none:
+	answer(r, &t);
+}
+
+/* ---- SA: MCMemberRecord ---------------------------------------------------- */
+
+static void mcmr_fill(uint8_t *p, const struct simf_mcg *m, const uint8_t *port_gid, uint8_t join)
+{
+	memcpy(p, m->mgid, 16);
+	memcpy(p + 16, port_gid, 16);
+	p32(p + 32, m->qkey);
+	p16(p + 36, m->mlid);
+	p[38] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | m->mtu);
+	p[39] = m->tclass;
+	p16(p + 40, m->pkey);
+	p[42] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | m->rate);
+	p[43] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | m->pkt_life);
+	p32(p + 44, (uint32_t)m->sl << 28 | (m->flow_label & 0xFFFFF) << 8 | m->hop_limit);
+	p[48] = (uint8_t)(m->scope << 4 | (join & 0xF));
+	p[49] = 0;
+}
+
+/* Picks the group's MTU / rate for a create, honouring a selector. */
+static int mc_pick(int kind, uint64_t cm, uint64_t sel_bit, uint64_t val_bit, uint8_t byte,
+		   uint8_t fab, uint8_t *out)
+{
+	unsigned sel, want;
+
+	if (!(cm & val_bit)) {
+		*out = fab;
+		return 0;
+	}
+	sel = (cm & sel_bit) ? byte >> 6 : UMAD_SA_SELECTOR_EXACTLY;
+	want = byte & 0x3F;
+	if (sel == UMAD_SA_SELECTOR_LARGEST_AVAIL || sel_ok(kind, sel, want, fab)) {
+		*out = fab;
+		return 0;
+	}
+	if (sel == UMAD_SA_SELECTOR_EXACTLY && kind != 1 && want && want < fab) {
+		*out = (uint8_t)want; /* a smaller MTU / longer lifetime is realizable */
+		return 0;
+	}
+	if (sel == UMAD_SA_SELECTOR_LESS_THAN && kind == 0 && want > 1) {
+		*out = (uint8_t)(want - 1);
+		return 0;
+	}
+	return -1;
+}
+
+static uint16_t mlid_alloc(struct simf_state *st)
+{
+	for (unsigned k = 0; k < 0x4000; k++) {
+		uint16_t mlid = (uint16_t)(0xC000 + ((st->mlid_next - 0xC000 + k) & 0x3FFF));
+		int used = 0;
+
+		if (mlid == 0xFFFF)
+			continue;
+		for (int g = 0; g < SIMF_MAX_MCG; g++)
+			if (st->mcgs[g].used && st->mcgs[g].mlid == mlid)
+				used = 1;
+		if (!used) {
+			st->mlid_next = (uint32_t)mlid + 1;
+			return mlid;
+		}
+	}
+	return 0;
+}
+
+static int mcg_lookup(struct simf_state *st, const uint8_t *mgid, uint16_t mlid)
+{
+	for (int g = 0; g < SIMF_MAX_MCG; g++) {
+		const struct simf_mcg *m = &st->mcgs[g];
+
+		if (!m->used)
+			continue;
+		if (mgid ? memcmp(m->mgid, mgid, 16) == 0 : (mlid && m->mlid == mlid))
+			return g;
+	}
+	return -1;
+}
+
+#define MC_CREATE_MASK (UMAD_SA_MCM_COMP_MASK_PORT_GID | UMAD_SA_MCM_COMP_MASK_JOIN_STATE | \
+			UMAD_SA_MCM_COMP_MASK_QKEY | UMAD_SA_MCM_COMP_MASK_TCLASS | \
+			UMAD_SA_MCM_COMP_MASK_PKEY | UMAD_SA_MCM_COMP_MASK_FLOW_LABEL | \
+			UMAD_SA_MCM_COMP_MASK_SL)
+
+/* Join (Set) with the state lock held; returns an SA/MAD status and fills
+ * the answer record. */
+static uint16_t mc_join_locked(const struct req *r, uint64_t cm, const uint8_t *q, uint8_t *rec)
+{
+	struct simf_state *st = g_f->st;
+	uint8_t join = q[48] & 0xF;
+	const uint8_t *mgid = q;
+	struct simf_mcg *m;
+	int node, g;
+
+	if ((cm & (UMAD_SA_MCM_COMP_MASK_PORT_GID | UMAD_SA_MCM_COMP_MASK_JOIN_STATE)) !=
+	    (UMAD_SA_MCM_COMP_MASK_PORT_GID | UMAD_SA_MCM_COMP_MASK_JOIN_STATE))
+		return UMAD_SA_STATUS_INSUF_COMPS << 8;
+	if (!join)
+		return UMAD_SA_STATUS_REQ_INVALID << 8;
+	node = simf_node_by_gid(g_f, q + 16);
+	if (node < 0)
+		return UMAD_SA_STATUS_REQ_INVALID << 8;
+	if (!(cm & UMAD_SA_MCM_COMP_MASK_MGID) || gid_is_zero(mgid))
+		mgid = NULL;
+	if (mgid && mgid[0] != 0xFF)
+		return UMAD_SA_STATUS_REQ_INVALID << 8;
+	g = mgid ? mcg_lookup(st, mgid, 0) : -1;
+	if (g >= 0 && !st->mcgs[g].sa_created) {
+		/* known from a QP attach only: the SA creates it now */
+		m = &st->mcgs[g];
+		goto create;
+	}
+	if (g < 0) {
+		for (int i = 0; i < SIMF_MAX_MCG && g < 0; i++)
+			if (!st->mcgs[i].used)
+				g = i;
+		if (g < 0)
+			return UMAD_SA_STATUS_NO_RESOURCES << 8;
+		m = &st->mcgs[g];
+		memset(m, 0, sizeof(*m));
+		for (int k = 0; k < SIMF_MCG_QPS; k++)
+			m->qps[k].node = -1;
+		goto create;
+	}
+	m = &st->mcgs[g];
+	/* join an existing group: what the request specifies must match */
+	if ((cm & UMAD_SA_MCM_COMP_MASK_MLID) && g16(q + 36) != m->mlid)
+		return UMAD_SA_STATUS_REQ_INVALID << 8;
+	if ((cm & UMAD_SA_MCM_COMP_MASK_QKEY) && g32(q + 32) != m->qkey)
+		return UMAD_SA_STATUS_REQ_INVALID << 8;
+	if ((cm & UMAD_SA_MCM_COMP_MASK_PKEY) && (g16(q + 40) & 0x7FFF) != (m->pkey & 0x7FFF))
+		return UMAD_SA_STATUS_REQ_INVALID << 8;
+	if ((cm & UMAD_SA_MCM_COMP_MASK_SL) && (q[44] >> 4) != m->sl)
+		return UMAD_SA_STATUS_REQ_INVALID << 8;
+	if ((cm & UMAD_SA_MCM_COMP_MASK_TCLASS) && q[39] != m->tclass)
+		return UMAD_SA_STATUS_REQ_INVALID << 8;
+	if ((cm & UMAD_SA_MCM_COMP_MASK_FLOW_LABEL) && ((g32(q + 44) >> 8) & 0xFFFFF) != m->flow_label)
+		return UMAD_SA_STATUS_REQ_INVALID << 8;
+	if ((cm & UMAD_SA_MCM_COMP_MASK_MTU) &&
+	    !sel_ok(0, (cm & UMAD_SA_MCM_COMP_MASK_MTU_SEL) ? q[38] >> 6 : 2, q[38] & 0x3F, m->mtu))
+		return UMAD_SA_STATUS_REQ_INVALID << 8;
+	if ((cm & UMAD_SA_MCM_COMP_MASK_RATE) &&
+	    !sel_ok(1, (cm & UMAD_SA_MCM_COMP_MASK_RATE_SEL) ? q[42] >> 6 : 2, q[42] & 0x3F, m->rate))
+		return UMAD_SA_STATUS_REQ_INVALID << 8;
+	m->join_state[node] |= join;
+	mcmr_fill(rec, m, q + 16, m->join_state[node]);
+	return 0;
+
+create:
+	if ((cm & MC_CREATE_MASK) != MC_CREATE_MASK)
+		return UMAD_SA_STATUS_INSUF_COMPS << 8;
+	if (!(join & UMAD_SA_MCM_JOIN_STATE_FULL_MEMBER))
+		return UMAD_SA_STATUS_REQ_INVALID << 8;
+	{
+		uint8_t mtu, rate, plt = FAB_PLT;
+		uint16_t mlid;
+
+		if (mc_pick(0, cm, UMAD_SA_MCM_COMP_MASK_MTU_SEL, UMAD_SA_MCM_COMP_MASK_MTU, q[38],
+			    FAB_MTU, &mtu) < 0 ||
+		    mc_pick(1, cm, UMAD_SA_MCM_COMP_MASK_RATE_SEL, UMAD_SA_MCM_COMP_MASK_RATE, q[42],
+			    FAB_RATE, &rate) < 0)
+			return UMAD_SA_STATUS_REQ_INVALID << 8;
+		if ((cm & UMAD_SA_MCM_COMP_MASK_LIFE_TIME) && (q[43] & 0x3F))
+			plt = q[43] & 0x3F;
+		if (!has_pkey(&st->nodes[node], g16(q + 40)))
+			return UMAD_SA_STATUS_REQ_INVALID << 8;
+		mlid = m->mlid ? m->mlid : mlid_alloc(st);
+		if (!mlid)
+			return UMAD_SA_STATUS_NO_RESOURCES << 8;
+		m->used = 1;
+		m->sa_created = 1;
+		m->mlid = mlid;
+		m->mtu = mtu;
+		m->rate = rate;
+		m->pkt_life = plt;
+		m->qkey = g32(q + 32);
+		m->pkey = g16(q + 40) | 0x8000;
+		m->tclass = q[39];
+		m->sl = q[44] >> 4;
+		m->flow_label = (g32(q + 44) >> 8) & 0xFFFFF;
+		m->hop_limit = (cm & UMAD_SA_MCM_COMP_MASK_HOP_LIMIT) ? q[47] : 0;
+		if (mgid) {
+			memcpy(m->mgid, mgid, 16);
+			m->scope = mgid[1] & 0xF;
+		} else {
+			/* SA-assigned: ff1<scope>:a01b:<pkey>:: + unique bits */
+			uint8_t scope = (cm & UMAD_SA_MCM_COMP_MASK_SCOPE) ? q[48] >> 4 : 0;
+
+			if (!scope)
+				scope = UMAD_SA_MCM_ADDR_SCOPE_LINK_LOCAL;
+			memset(m->mgid, 0, 16);
+			m->mgid[0] = 0xFF;
+			m->mgid[1] = (uint8_t)(0x10 | scope);
+			m->mgid[2] = 0xA0;
+			m->mgid[3] = 0x1B;
+			p16(m->mgid + 4, m->pkey);
+			p64(m->mgid + 8, (uint64_t)mlid << 32 | (uint32_t)(now_ms() & 0xFFFFFFFF));
+			m->scope = scope;
+		}
+		memset(m->join_state, 0, sizeof(m->join_state));
+		m->join_state[node] = join;
+		mcmr_fill(rec, m, q + 16, join);
+		if (g_verbose) {
+			char a[INET6_ADDRSTRLEN];
+
+			logf_("multicast group %s MLID 0x%04x created by node%d", gid_str(m->mgid, a),
+			      m->mlid, r->src);
+		}
+	}
+	return 0;
+}
+
+static uint16_t mc_leave_locked(uint64_t cm, const uint8_t *q, uint8_t *rec)
+{
+	struct simf_state *st = g_f->st;
+	uint8_t join = q[48] & 0xF;
+	struct simf_mcg *m;
+	int node, g, left = 0;
+
+	if (!(cm & UMAD_SA_MCM_COMP_MASK_PORT_GID) || !(cm & UMAD_SA_MCM_COMP_MASK_JOIN_STATE))
+		return UMAD_SA_STATUS_INSUF_COMPS << 8;
+	node = simf_node_by_gid(g_f, q + 16);
+	if ((cm & UMAD_SA_MCM_COMP_MASK_MGID) && !gid_is_zero(q))
+		g = mcg_lookup(st, q, 0);
+	else if (cm & UMAD_SA_MCM_COMP_MASK_MLID)
+		g = mcg_lookup(st, NULL, g16(q + 36));
+	else
+		return UMAD_SA_STATUS_INSUF_COMPS << 8;
+	if (g < 0 || node < 0 || !st->mcgs[g].sa_created || !(st->mcgs[g].join_state[node] & join))
+		return UMAD_SA_STATUS_REQ_INVALID << 8;
+	m = &st->mcgs[g];
+	m->join_state[node] &= (uint8_t)~join;
+	mcmr_fill(rec, m, q + 16, join);
+	for (int i = 0; i < SIMF_MAX_NODES; i++)
+		if (m->join_state[i])
+			left = 1;
+	if (!left) {
+		int qps = 0;
+
+		for (int k = 0; k < SIMF_MCG_QPS; k++)
+			if (m->qps[k].node >= 0)
+				qps = 1;
+		logf_("multicast group MLID 0x%04x deleted", m->mlid);
+		m->sa_created = 0;
+		m->mlid = 0;
+		if (!qps)
+			m->used = 0;
+	}
+	return 0;
+}
+
+static void sa_mcmember(const struct req *r)
+{
+	struct simf_state *st = g_f->st;
+	const uint8_t *q = r->mad + SA_DATA_OFF;
+	uint64_t cm = g64(r->mad + SA_HDR_OFF + 12);
+	uint8_t method = r->mad[3];
+	uint8_t out[MAD_LEN];
+	uint16_t status;
+	struct table t = { .reclen = MCMR_LEN };
+
+	switch (method) {
+	case UMAD_METHOD_SET:
+	case UMAD_SA_METHOD_DELETE:
+		resp_hdr(out, r, resp_method(method), 0);
+		simf_lock(g_f);
+		if (method == UMAD_METHOD_SET)
+			status = mc_join_locked(r, cm, q, out + SA_DATA_OFF);
+		else
+			status = mc_leave_locked(cm, q, out + SA_DATA_OFF);
+		__atomic_add_fetch(&st->generation, 1, __ATOMIC_RELEASE);
+		simf_unlock(g_f);
+		logf_("MCMemberRecord %s from node%d join_state %u: status 0x%04x",
+		      method == UMAD_METHOD_SET ? "Set" : "Delete", r->src, q[48] & 0xF, status);
+		if (status) {
+			send_status(r, status);
+			return;
+		}
+		p16(out + SA_HDR_OFF + 8, MCMR_LEN / 8);
+		send_mad(r->src, r->sport, r->src_qp, r->pkey, r->resv8a, out);
+		return;
+	case UMAD_METHOD_GET:
+	case UMAD_SA_METHOD_GET_TABLE:
+		simf_lock(g_f);
+		for (int g = 0; g < SIMF_MAX_MCG; g++) {
+			const struct simf_mcg *m = &st->mcgs[g];
+
+			if (!m->used || !m->sa_created)
+				continue;
+			if ((cm & UMAD_SA_MCM_COMP_MASK_MGID) && memcmp(q, m->mgid, 16) != 0)
+				continue;
+			if ((cm & UMAD_SA_MCM_COMP_MASK_MLID) && g16(q + 36) != m->mlid)
+				continue;
+			if ((cm & UMAD_SA_MCM_COMP_MASK_QKEY) && g32(q + 32) != m->qkey)
+				continue;
+			if ((cm & UMAD_SA_MCM_COMP_MASK_PKEY) && (g16(q + 40) & 0x7FFF) != (m->pkey & 0x7FFF))
+				continue;
+			for (unsigned n = 0; n <= st->nnodes; n++) {
+				uint8_t *p;
+
+				if (!m->join_state[n])
+					continue;
+				if ((cm & UMAD_SA_MCM_COMP_MASK_PORT_GID) &&
+				    memcmp(q + 16, st->nodes[n].gid, 16) != 0)
+					continue;
+				if ((cm & UMAD_SA_MCM_COMP_MASK_JOIN_STATE) &&
+				    !(m->join_state[n] & (q[48] & 0xF)))
+					continue;
+				p = table_add(&t);
+				if (p)
+					mcmr_fill(p, m, st->nodes[n].gid, m->join_state[n]);
+			}
+		}
+		simf_unlock(g_f);
+		answer(r, &t);
+		return;
+	default:
+		send_status(r, UMAD_STATUS_METHOD_NOT_SUPPORTED);
+	}
+}
+
+/* ---- SA: NodeRecord, PortInfoRecord, ClassPortInfo, InformInfo ----------- */
+
+static void node_info(uint8_t *p, const struct simf_node *nd, int idx)
+{
+	/* NodeRecord: LID, reserved, NodeInfo (40), NodeDescription (64) */
+	p16(p, nd->lid);
+	p[4] = 1;                 /* BaseVersion */
+	p[5] = 1;                 /* ClassVersion */
+	p[6] = 1;                 /* NodeType: channel adapter */
+	p[7] = 1;                 /* NumPorts */
+	p64(p + 8, nd->guid);     /* SystemImageGUID */
+	p64(p + 16, nd->guid);    /* NodeGUID */
+	p64(p + 24, nd->guid);    /* PortGUID */
+	p16(p + 32, SIMF_PKEYS);  /* PartitionCap */
+	p16(p + 34, 0x1017);      /* DeviceID */
+	p32(p + 36, 0);           /* Revision */
+	p32(p + 40, 1u << 24 | 0x0002c9u); /* LocalPortNum 1, VendorID */
+	snprintf((char *)p + 44, 64, "uscm-sim %s%s", nd->name, idx == 0 ? " (SM/SA)" : "");
+}
+
+static void port_info(uint8_t *p, const struct simf_node *nd, int idx)
+{
+	/* PortInfoRecord: EndportLID, PortNum, Options, PortInfo (64) */
+	uint8_t *pi = p + 4;
+
+	p16(p, nd->lid);
+	p[2] = 1;
+	p64(pi, 0);                                   /* M_Key */
+	pi[8] = 0xfe; pi[9] = 0x80;                   /* GidPrefix fe80:: */
+	p16(pi + 16, nd->lid);
+	p16(pi + 18, nd->sm_lid);
+	p32(pi + 20, idx == 0 ? 0x2651e84a : 0x2651e848); /* CapabilityMask (IsSM on node 0) */
+	pi[28] = 1;                                   /* LocalPortNum */
+	pi[29] = 2; pi[30] = 3; pi[31] = 2;           /* LinkWidth enabled 4X, supported 1X|4X, active 4X */
+	pi[32] = (uint8_t)(7 << 4 | (nd->port_state & 0xF)); /* LinkSpeedSupported, PortState */
+	pi[33] = (uint8_t)((nd->link_up ? 5 : 3) << 4 | 2); /* PhysState LinkUp/Disabled, Polling */
+	pi[34] = nd->lmc & 7;
+	pi[35] = 4 << 4 | 7;                          /* LinkSpeedActive QDR, enabled */
+	pi[36] = (uint8_t)(FAB_MTU << 4);             /* NeighborMTU, MasterSMSL 0 */
+	pi[37] = 4 << 4;                              /* VLCap VL0-7 */
+	pi[39] = 8; pi[40] = 8;                       /* VLArb high/low cap */
+	pi[41] = FAB_MTU;                             /* MTUCap */
+	pi[42] = 0 << 5 | 19;                         /* HOQLife */
+	pi[43] = 4 << 4;                              /* OperationalVLs */
+	pi[50] = 32;                                  /* GUIDCap */
+	pi[51] = 18;                                  /* SubnetTimeOut */
+	pi[52] = SA_RESP_TIME;                        /* RespTimeValue */
+}
+
+static void sa_records(const struct req *r, int kind)
+{
+	const struct simf_state *st = g_f->st;
+	const uint8_t *q = r->mad + SA_DATA_OFF;
+	uint64_t cm = g64(r->mad + SA_HDR_OFF + 12);
+	uint8_t method = r->mad[3];
+	struct table t = { .reclen = kind ? PIR_LEN : NR_LEN };
+
+	if (method != UMAD_METHOD_GET && method != UMAD_SA_METHOD_GET_TABLE) {
+		send_status(r, UMAD_STATUS_METHOD_NOT_SUPPORTED);
+		return;
+	}
+	for (unsigned n = 0; n <= st->nnodes; n++) {
+		const struct simf_node *nd = &st->nodes[n];
+		uint8_t *p;
+
+		if (!port_usable(nd))
+			continue;
+		if ((cm & NR_LID) && g16(q) != nd->lid)
+			continue;
+		if (kind == 0) {
+			if ((cm & NR_NODE_TYPE) && q[6] != 1)
+				continue;
+			if ((cm & NR_SYS_GUID) && g64(q + 8) != nd->guid)
+				continue;
+			if ((cm & NR_NODE_GUID) && g64(q + 16) != nd->guid)
+				continue;
+			if ((cm & NR_PORT_GUID) && g64(q + 24) != nd->guid)
+				continue;
+		} else if ((cm & PIR_PORTNUM) && q[2] != 1) {
+			continue;
+		}
+		p = table_add(&t);
+		if (!p)
+			break;
+		if (kind == 0)
+			node_info(p, nd, (int)n);
+		else
+			port_info(p, nd, (int)n);
+	}
+	logf_("%s %s from node%d: %u record(s)", kind ? "PortInfoRecord" : "NodeRecord",
+	      method == UMAD_METHOD_GET ? "Get" : "GetTable", r->src, t.n);
+	answer(r, &t);
+}
+
+static void sa_class_port_info(const struct req *r)
+{
+	uint8_t out[MAD_LEN], *c = out + SA_DATA_OFF;
+
+	if (r->mad[3] != UMAD_METHOD_GET) {
+		send_status(r, UMAD_STATUS_ATTR_NOT_SUPPORTED);
+		return;
+	}
+	resp_hdr(out, r, UMAD_METHOD_GET_RESP, 0);
+	c[0] = UMAD_BASE_VERSION;
+	c[1] = UMAD_SA_CLASS_VERSION;
+	p16(c + 2, UMAD_SA_CAP_MASK_IS_UD_MCAST_SUP);
+	p32(c + 4, SA_RESP_TIME);            /* CapabilityMask2 0, RespTimeValue */
+	send_mad(r->src, r->sport, r->src_qp, r->pkey, r->resv8a, out);
+}
+
+static void sa_inform_info(const struct req *r)
+{
+	uint8_t out[MAD_LEN];
+
+	if (r->mad[3] != UMAD_METHOD_SET) {
+		send_status(r, UMAD_STATUS_METHOD_NOT_SUPPORTED);
+		return;
+	}
+	/* subscriptions are accepted; this fabric never reports events */
+	resp_hdr(out, r, UMAD_METHOD_GET_RESP, 0);
+	memcpy(out + SA_DATA_OFF, r->mad + SA_DATA_OFF, SA_DATA_LEN);
+	send_mad(r->src, r->sport, r->src_qp, r->pkey, r->resv8a, out);
+}
+
+/* ---- input ------------------------------------------------------------------ */
+
+static void sa_input(int src, uint16_t sport, const uint8_t *pkt, size_t len)
+{
+	struct simf_bth b;
+	struct req r;
+	const uint8_t *mad;
+	uint16_t attr;
+	uint8_t method;
+
+	if (src < 0 || len < SIMF_BTH_LEN + SIMF_DETH_LEN + MAD_LEN + SIMF_ICRC_LEN)
+		return;
+	simf_bth_get(pkt, &b);
+	if (b.opcode != SIMF_OP_UD_SEND_ONLY || b.dest_qp != 1)
+		return;
+	/* QP1: Q_Key and P_Key enforced as the HCA does (silently dropped) */
+	if (g32(pkt + SIMF_BTH_LEN) != SIMF_QKEY_GSI || !has_pkey(&g_f->st->nodes[0], b.pkey))
+		return;
+	mad = pkt + SIMF_BTH_LEN + SIMF_DETH_LEN;
+	if (mad[0] != UMAD_BASE_VERSION || mad[1] != UMAD_CLASS_SUBN_ADM)
+		return;
+	method = mad[3];
+	r.src = src;
+	r.sport = sport;
+	r.src_qp = g32(pkt + SIMF_BTH_LEN + 4) & 0xFFFFFF;
+	r.pkey = b.pkey;
+	r.resv8a = b.resv8a;
+	r.mad = mad;
+	/* RMPP ACK / STOP / ABORT for one of our GetTableResp transfers: the
+	 * kernel sends them with the response bit flipped (GetTable), others
+	 * may keep it; both are accepted */
+	if ((mad[RMPP_HDR_OFF + 2] & UMAD_RMPP_FLAG_ACTIVE) && mad[RMPP_HDR_OFF + 1] != 1) {
+		rmpp_input(src, sport, mad);
+		return;
+	}
+	if (method & UMAD_METHOD_RESP_MASK)
+		return;
+	__atomic_add_fetch(&g_f->st->sa_queries, 1, __ATOMIC_RELAXED);
+	if (mad[2] != UMAD_SA_CLASS_VERSION) {
+		send_status(&r, UMAD_STATUS_BAD_VERSION);
+		return;
+	}
+	if ((mad[RMPP_HDR_OFF + 2] & UMAD_RMPP_FLAG_ACTIVE) && mad[RMPP_HDR_OFF + 1] == 1 &&
+	    (mad[RMPP_HDR_OFF + 2] & 6) != 6) {
+		/* multi-segment requests are not used by any SA method we serve */
+		send_status(&r, UMAD_SA_STATUS_REQ_INVALID << 8);
+		return;
+	}
+	attr = g16(mad + 16);
+	switch (attr) {
+	case UMAD_ATTR_CLASS_PORT_INFO:
+		sa_class_port_info(&r);
+		break;
+	case UMAD_ATTR_INFORM_INFO:
+		sa_inform_info(&r);
+		break;
+	case UMAD_SA_ATTR_PATH_REC:
+		sa_path_record(&r);
+		break;
+	case UMAD_SA_ATTR_MCMEMBER_REC:
+		sa_mcmember(&r);
+		break;
+	case UMAD_SA_ATTR_NODE_REC:
+		sa_records(&r, 0);
+		break;
+	case UMAD_SA_ATTR_PORT_INFO_REC:
+		sa_records(&r, 1);
+		break;
+	case UMAD_SA_ATTR_SERVICE_REC:
+		/* nobody registers services on this fabric: the table is empty */
+		if (method == UMAD_METHOD_GET || method == UMAD_SA_METHOD_GET_TABLE) {
+			struct table t = { .reclen = SR_LEN };
+
+			answer(&r, &t);
+		} else {
+			send_status(&r, UMAD_STATUS_ATTR_NOT_SUPPORTED);
+		}
+		break;
+	default:
+		logf_("attribute 0x%04x method 0x%02x from node%d: not supported", attr, method, src);
+		send_status(&r, UMAD_STATUS_ATTR_NOT_SUPPORTED);
+	}
+}
+
+/* ---- main ---------------------------------------------------------------------- */
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	g_stop = 1;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: uscm-sim-sm [--dir D] [--fd N] [-v]\n"
+			"  The fabric's SM/SA (node 0); normally started by `uscm-sim start`.\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	const char *dir = NULL;
+	int fd = -1, slot = -1;
+	struct stat st0, st1;
+	char path[512];
+	uint64_t next_sweep = 0, next_check = 0;
+	pid_t watch = 0;
+	int orphaned = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
+			dir = argv[++i];
+		else if (strcmp(argv[i], "--fd") == 0 && i + 1 < argc)
+			fd = atoi(argv[++i]);
+		else if (strcmp(argv[i], "-v") == 0)
+			g_verbose = 1;
+		else
+			usage();
+	}
+	if (getenv("USCM_SIM_SM_VERBOSE"))
+		g_verbose = 1;
+	/* USCM_SIM_WATCH_PID: the fabric dies with this process (tests use it
+	 * so that a crashed test leaves no fabric behind) */
+	if (getenv("USCM_SIM_WATCH_PID"))
+		watch = (pid_t)atoi(getenv("USCM_SIM_WATCH_PID"));
+	g_f = simf_attach_node(dir, 0);
+	if (!g_f) {
+		fprintf(stderr, "uscm-sim-sm: no fabric in %s: %s\n", dir ? dir : simf_default_dir(),
+			strerror(errno));
+		return 1;
+	}
+	snprintf(path, sizeof(path), "%s/fabric.state", g_f->dir);
+	if (stat(path, &st0) < 0)
+		return 1;
+	if (fd >= 0) {
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+		fcntl(fd, F_SETFD, FD_CLOEXEC);
+	} else {
+		fd = simf_socket(g_f, 0, simf_qp_port(1), NULL);
+		if (fd < 0) {
+			fprintf(stderr, "uscm-sim-sm: bind node 0 QP1: %s\n", strerror(errno));
+			return 1;
+		}
+	}
+	g_fd = fd;
+	signal(SIGTERM, on_signal);
+	signal(SIGINT, on_signal);
+	signal(SIGHUP, on_signal);
+	signal(SIGPIPE, SIG_IGN);
+	simf_lock(g_f);
+	g_f->st->keeper_pid = getpid();
+	simf_unlock(g_f);
+
+	if (g_f->st->link == SIMF_LINK_IB) {
+		struct simf_agent a = {
+			.pid = getpid(),
+			.port = simf_qp_port(1),
+			.qpn = 1,
+			.mgmt_class = UMAD_CLASS_SUBN_ADM,
+			.class_version = UMAD_SA_CLASS_VERSION,
+			.agent_id = 0,
+		};
+		static const uint8_t methods[] = { UMAD_METHOD_GET, UMAD_METHOD_SET,
+						   UMAD_SA_METHOD_GET_TABLE, UMAD_SA_METHOD_GET_TRACE_TABLE,
+						   UMAD_SA_METHOD_GET_MULTI, UMAD_SA_METHOD_DELETE };
+
+		a.rmpp_version = UMAD_RMPP_VERSION;
+		for (size_t i = 0; i < sizeof(methods); i++)
+			a.methods[methods[i] >> 3] |= (uint8_t)(1u << (methods[i] & 7));
+		slot = simf_agent_add(g_f, 0, &a);
+		if (slot < 0) {
+			fprintf(stderr, "uscm-sim-sm: register SA agent: %s\n", strerror(errno));
+			return 1;
+		}
+		logf_("SM/SA up: node 0, LID 1, QP1 port %u", simf_qp_port(1));
+	} else {
+		logf_("RoCE fabric: no SM/SA; holding instance %u", g_f->st->instance);
+	}
+
+	while (!g_stop) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		uint64_t now = now_ms();
+		int rc;
+
+		if (g_f->st->link == SIMF_LINK_IB && now >= next_sweep) {
+			sm_sweep();
+			next_sweep = now + 100;
+		}
+		if (now >= next_check) {
+			/* the fabric was stopped or replaced: go away */
+			if (stat(path, &st1) < 0 || st1.st_ino != st0.st_ino)
+				break;
+			if (watch > 0 && !simf_pid_alive(watch)) {
+				orphaned = 1;
+				break;
+			}
+			next_check = now + 200;
+		}
+		xfer_timers();
+		rc = poll(&p, 1, 50);
+		if (rc > 0 && (p.revents & POLLIN)) {
+			uint8_t buf[4096];
+
+			for (int k = 0; k < 64; k++) {
+				int src;
+				uint16_t sport;
+				ssize_t n = simf_recv(g_f, fd, buf, sizeof(buf), &src, &sport);
+
+				if (n < 0)
+					break;
+				sa_input(src, sport, buf, (size_t)n);
+			}
+		}
+	}
+	logf_("SM/SA exiting");
+	for (int i = 0; i < MAX_XFERS; i++)
+		if (g_xfers[i].used)
+			xfer_done(&g_xfers[i]);
+	if (slot >= 0)
+		simf_agent_del(g_f, 0, slot);
+	simf_lock(g_f);
+	if (g_f->st->keeper_pid == getpid())
+		g_f->st->keeper_pid = 0;
+	simf_unlock(g_f);
+	close(fd);
+	if (orphaned) {
+		static const char *const files[] = { "fabric.state", "hosts", "sm.log" };
+		char p[600];
+
+		logf_("watched process %d is gone: removing the fabric", (int)watch);
+		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+			snprintf(p, sizeof(p), "%s/%s", g_f->dir, files[i]);
+			unlink(p);
+		}
+		rmdir(g_f->dir);
+	}
+	simf_detach(g_f);
+	return 0;
+}

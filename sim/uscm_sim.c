@@ -1,0 +1,968 @@
+/*
+ * uscm-sim - start, inspect, perturb and stop a simulated fabric.
+ *
+ *   uscm-sim start [--dir D] [--nodes N] [--link ib|roce] [--seed S]
+ *                  [--pcap FILE] [--fault SPEC]... [-v]       (alias: up)
+ *   uscm-sim stop [--dir D]                                     (alias: down)
+ *   uscm-sim status [--dir D]
+ *   uscm-sim env [--dir D] [--node NAME]
+ *   uscm-sim fault [--dir D] [SPEC... | add SPEC | clear]      (alias: faults)
+ *   uscm-sim link [--dir D] NODE up|down
+ *   uscm-sim kill [--dir D] NODE
+ *   uscm-sim run [--dir D] [--node NAME] [start options] -- CMD [ARGS...]
+ *
+ * See docs/sim.md.
+ */
+#define _GNU_SOURCE
+#include "simf.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef USCM_SIM_LIBDIR_DEFAULT
+#define USCM_SIM_LIBDIR_DEFAULT ""
+#endif
+
+struct opts {
+	const char *dir;
+	const char *node;
+	unsigned nodes;
+	enum simf_link link;
+	uint64_t seed;
+	const char *pcap;
+	const char *faults[SIMF_MAX_FAULTS];
+	int nfaults;
+	int verbose;
+	int start_opts;         /* any start-only option given */
+};
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: uscm-sim COMMAND [options]\n"
+		"  start [--dir D] [--nodes N] [--link ib|roce] [--seed S] [--pcap FILE]\n"
+		"        [--fault SPEC]... [-v]     start a fabric (default 2 nodes, IB)\n"
+		"  stop [--dir D]                   kill the SM and every node process, remove state\n"
+		"  status [--dir D]                 node table, LIDs, port states, counters, faults\n"
+		"  env [--dir D] [--node NAME]      print the environment lines for a program\n"
+		"  fault [--dir D] SPEC...|add SPEC|clear   replace / extend / clear fault rules\n"
+		"  link [--dir D] NODE up|down      take a node's link down or up\n"
+		"  kill [--dir D] NODE              SIGKILL every process attached as NODE\n"
+		"  run [--dir D] [--node NAME] [start options] -- CMD [ARGS...]\n"
+		"      run CMD on a running fabric, or start one, run CMD, stop it\n"
+		"SPEC: drop=5%%,dup=1%%,delay=2ms,reorder=10%%:5ms,class=0x07,attr=0x10,\n"
+		"      qpt=mad|rc|uc|ud,node=2   (rules separated by ';'; first match wins)\n"
+		"D defaults to $USCM_SIM_DIR, else %s.\n",
+		simf_default_dir());
+	exit(2);
+}
+
+static const char *fabric_dir(const struct opts *o)
+{
+	const char *e;
+
+	if (o->dir)
+		return o->dir;
+	e = getenv("USCM_SIM_DIR");
+	return e && *e ? e : simf_default_dir();
+}
+
+/* Parses the options shared by every command; stops at "--" or at the
+ * first non-option (returned index). */
+static int parse_opts(int argc, char **argv, int i, struct opts *o)
+{
+	for (; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (strcmp(a, "--") == 0)
+			return i;
+		if (strcmp(a, "--dir") == 0 && i + 1 < argc) {
+			o->dir = argv[++i];
+		} else if (strcmp(a, "--node") == 0 && i + 1 < argc) {
+			o->node = argv[++i];
+		} else if (strcmp(a, "--nodes") == 0 && i + 1 < argc) {
+			char *end;
+			unsigned long n = strtoul(argv[++i], &end, 10);
+
+			if (*end || n < 1 || n >= SIMF_MAX_NODES) {
+				fprintf(stderr, "uscm-sim: --nodes must be 1..%d\n", SIMF_MAX_NODES - 1);
+				exit(2);
+			}
+			o->nodes = (unsigned)n;
+			o->start_opts = 1;
+		} else if (strcmp(a, "--link") == 0 && i + 1 < argc) {
+			const char *v = argv[++i];
+
+			if (strcmp(v, "ib") == 0)
+				o->link = SIMF_LINK_IB;
+			else if (strcmp(v, "roce") == 0)
+				o->link = SIMF_LINK_ROCE;
+			else {
+				fprintf(stderr, "uscm-sim: --link ib|roce\n");
+				exit(2);
+			}
+			o->start_opts = 1;
+		} else if (strcmp(a, "--seed") == 0 && i + 1 < argc) {
+			o->seed = strtoull(argv[++i], NULL, 0);
+			o->start_opts = 1;
+		} else if (strcmp(a, "--pcap") == 0 && i + 1 < argc) {
+			o->pcap = argv[++i];
+			o->start_opts = 1;
+		} else if ((strcmp(a, "--fault") == 0 || strcmp(a, "--faults") == 0) && i + 1 < argc) {
+			if (o->nfaults >= SIMF_MAX_FAULTS) {
+				fprintf(stderr, "uscm-sim: too many --fault rules\n");
+				exit(2);
+			}
+			o->faults[o->nfaults++] = argv[++i];
+			o->start_opts = 1;
+		} else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+			o->verbose = 1;
+		} else if (a[0] == '-' && a[1]) {
+			fprintf(stderr, "uscm-sim: unknown option %s\n", a);
+			usage();
+		} else {
+			return i;
+		}
+	}
+	return i;
+}
+
+/* Parses "r1;r2;..." into rules[]; returns the count or -1. */
+static int parse_rules(const char *const *specs, int nspecs, struct simf_fault *rules)
+{
+	int n = 0;
+
+	for (int s = 0; s < nspecs; s++) {
+		char buf[1024], *save = NULL, *tok;
+
+		snprintf(buf, sizeof(buf), "%s", specs[s]);
+		for (tok = strtok_r(buf, ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {
+			char err[200];
+
+			if (n >= SIMF_MAX_FAULTS) {
+				fprintf(stderr, "uscm-sim: at most %d fault rules\n", SIMF_MAX_FAULTS);
+				return -1;
+			}
+			if (simf_fault_parse(tok, &rules[n], err, sizeof(err)) < 0) {
+				fprintf(stderr, "uscm-sim: fault '%s': %s\n", tok, err);
+				return -1;
+			}
+			n++;
+		}
+	}
+	return n;
+}
+
+static int pid_alive(pid_t pid)
+{
+	return simf_pid_alive(pid);
+}
+
+/* The parent of pid from /proc (0 if unknown). */
+static pid_t parent_of(pid_t pid)
+{
+	char path[64], buf[512], *rp;
+	FILE *fp;
+	int pp = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fp = fopen(path, "r");
+	if (!fp)
+		return 0;
+	if (fgets(buf, sizeof(buf), fp) && (rp = strrchr(buf, ')')) != NULL)
+		if (sscanf(rp + 1, " %*c %d", &pp) != 1)
+			pp = 0;
+	fclose(fp);
+	return (pid_t)pp;
+}
+
+/* Never signal ourselves or a process we run under (a test harness that
+ * attached as a node and called `uscm-sim stop` through a shell). */
+static int is_self_or_ancestor(pid_t pid)
+{
+	pid_t p = getpid();
+
+	for (int depth = 0; p > 1 && depth < 64; depth++) {
+		if (p == pid)
+			return 1;
+		p = parent_of(p);
+	}
+	return 0;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int exe_dir(char *buf, size_t len)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+	char *slash;
+
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	slash = strrchr(buf, '/');
+	if (!slash)
+		return -1;
+	*slash = 0;
+	return 0;
+}
+
+static int is_dir(const char *p)
+{
+	struct stat sb;
+
+	return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* LD_LIBRARY_PATH for programs on the fabric: the drop-ins, and uscm's
+ * librdmacm when it has been built. */
+static void lib_path(char *out, size_t len)
+{
+	const char *e = getenv("USCM_SIM_LIBDIR");
+	char ed[PATH_MAX], cand[PATH_MAX + 32], rdmacm[PATH_MAX + 64];
+	const char *simlib = NULL;
+
+	out[0] = 0;
+	if (exe_dir(ed, sizeof(ed)) < 0)
+		ed[0] = 0;
+	if (e && *e) {
+		simlib = e;
+	} else {
+		snprintf(cand, sizeof(cand), "%s/../sim/lib", ed);
+		if (ed[0] && is_dir(cand))
+			simlib = cand;
+		else
+			simlib = USCM_SIM_LIBDIR_DEFAULT;
+	}
+	{
+		char real[PATH_MAX];
+
+		if (realpath(simlib, real))
+			snprintf(out, len, "%s", real);
+		else
+			snprintf(out, len, "%s", simlib);
+	}
+	snprintf(rdmacm, sizeof(rdmacm), "%s/../lib/librdmacm.so.1", ed);
+	if (ed[0] && access(rdmacm, R_OK) == 0) {
+		char real[PATH_MAX];
+
+		snprintf(cand, sizeof(cand), "%s/../lib", ed);
+		if (realpath(cand, real)) {
+			size_t o = strlen(out);
+
+			snprintf(out + o, len - o, ":%s", real);
+		}
+	}
+}
+
+static struct simf *attach_quiet(const char *dir)
+{
+	struct simf *f = simf_attach_node(dir, -1);
+
+	return f;
+}
+
+static int fabric_running(struct simf *f)
+{
+	return pid_alive(f->st->keeper_pid);
+}
+
+/* ---- stop ---------------------------------------------------------------- */
+
+static void collect_pids(struct simf *f, pid_t *pids, int *n, int max)
+{
+	struct simf_state *st = f->st;
+
+#define ADDPID(p)                                                          \
+	do {                                                               \
+		pid_t p_ = (p);                                            \
+		int dup_ = 0;                                              \
+		if (p_ <= 0 || is_self_or_ancestor(p_))                    \
+			break;                                             \
+		for (int k_ = 0; k_ < *n; k_++)                            \
+			if (pids[k_] == p_)                                \
+				dup_ = 1;                                  \
+		if (!dup_ && *n < max)                                     \
+			pids[(*n)++] = p_;                                 \
+	} while (0)
+	ADDPID(st->keeper_pid);
+	for (unsigned i = 0; i <= st->nnodes && i < SIMF_MAX_NODES; i++) {
+		const struct simf_node *nd = &st->nodes[i];
+
+		ADDPID(nd->pid);
+		for (int k = 0; k < SIMF_NODE_PIDS; k++)
+			ADDPID(nd->pids[k]);
+		for (int k = 0; k < SIMF_MAX_AGENTS; k++)
+			ADDPID(nd->agents[k].pid);
+	}
+#undef ADDPID
+}
+
+static void terminate(pid_t *pids, int n)
+{
+	uint64_t deadline;
+	int left;
+
+	for (int i = 0; i < n; i++)
+		if (pid_alive(pids[i]))
+			kill(pids[i], SIGTERM);
+	deadline = now_ms() + 1500;
+	do {
+		left = 0;
+		for (int i = 0; i < n; i++) {
+			waitpid(pids[i], NULL, WNOHANG); /* our own children (run) */
+			if (pid_alive(pids[i]))
+				left++;
+		}
+		if (left)
+			sleep_ms(10);
+	} while (left && now_ms() < deadline);
+	for (int i = 0; i < n; i++)
+		if (pid_alive(pids[i])) {
+			kill(pids[i], SIGKILL);
+			waitpid(pids[i], NULL, 0);
+		}
+}
+
+static void remove_state(const char *dir)
+{
+	static const char *const files[] = { "fabric.state", "hosts", "sm.log" };
+	char p[PATH_MAX + 32];
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, files[i]);
+		unlink(p);
+	}
+	rmdir(dir); /* only when empty: a capture stays */
+}
+
+static int cmd_stop(const struct opts *o)
+{
+	const char *dir = fabric_dir(o);
+	struct simf *f = attach_quiet(dir);
+	pid_t pids[SIMF_MAX_NODES * (SIMF_NODE_PIDS + SIMF_MAX_AGENTS + 1) + 1];
+	int n = 0;
+
+	if (!f) {
+		if (errno == ENOENT) {
+			fprintf(stderr, "uscm-sim: no fabric in %s\n", dir);
+			remove_state(dir);
+			return 0;
+		}
+		fprintf(stderr, "uscm-sim: %s: %s\n", dir, strerror(errno));
+		remove_state(dir);
+		return 1;
+	}
+	collect_pids(f, pids, &n, (int)(sizeof(pids) / sizeof(pids[0])));
+	simf_detach(f);
+	terminate(pids, n);
+	remove_state(dir);
+	return 0;
+}
+
+/* ---- start --------------------------------------------------------------- */
+
+static uint32_t fnv1a(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	while (*s)
+		h = (h ^ (uint8_t)*s++) * 16777619u;
+	return h;
+}
+
+/* Claims a free transport subnet 127.77.<inst>.0/24 by binding node 0's
+ * QP1 address; the SM process inherits and keeps the socket. */
+static int claim_instance(const char *absdir, unsigned *inst)
+{
+	unsigned h = fnv1a(absdir) % 254;
+
+	for (unsigned k = 0; k < 254; k++) {
+		unsigned i = (h + k) % 254 + 1;
+		struct sockaddr_in a = { .sin_family = AF_INET };
+		int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+		if (fd < 0)
+			return -1;
+		a.sin_addr.s_addr = htonl(127u << 24 | 77u << 16 | i << 8);
+		a.sin_port = htons(simf_qp_port(1));
+		if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
+			*inst = i;
+			return fd;
+		}
+		close(fd);
+	}
+	errno = EADDRINUSE;
+	return -1;
+}
+
+static pid_t spawn_sm(const char *dir, int claim_fd, int verbose)
+{
+	char ed[PATH_MAX], sm[PATH_MAX + 32], fdbuf[16], logp[PATH_MAX + 16];
+	pid_t pid;
+
+	if (exe_dir(ed, sizeof(ed)) < 0)
+		return -1;
+	snprintf(sm, sizeof(sm), "%s/uscm-sim-sm", ed);
+	snprintf(fdbuf, sizeof(fdbuf), "%d", claim_fd);
+	snprintf(logp, sizeof(logp), "%s/sm.log", dir);
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDONLY);
+		int log = open(logp, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		setsid();
+		if (nul >= 0)
+			dup2(nul, 0);
+		if (log >= 0) {
+			dup2(log, 1);
+			dup2(log, 2);
+		}
+		fcntl(claim_fd, F_SETFD, 0);
+		if (verbose)
+			execl(sm, "uscm-sim-sm", "--dir", dir, "--fd", fdbuf, "-v", (char *)NULL);
+		else
+			execl(sm, "uscm-sim-sm", "--dir", dir, "--fd", fdbuf, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static void print_log_tail(const char *dir)
+{
+	char p[PATH_MAX + 16], line[512];
+	FILE *fp;
+
+	snprintf(p, sizeof(p), "%s/sm.log", dir);
+	fp = fopen(p, "r");
+	if (!fp)
+		return;
+	while (fgets(line, sizeof(line), fp))
+		fprintf(stderr, "  sm.log: %s", line);
+	fclose(fp);
+}
+
+/* Starts a fabric; returns 0 and the absolute directory in absdir. */
+static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet)
+{
+	const char *dir = fabric_dir(o);
+	struct simf_fault rules[SIMF_MAX_FAULTS];
+	char pcap[PATH_MAX];
+	struct simf *f;
+	unsigned inst = 0;
+	int nrules, claim;
+	pid_t sm;
+	uint64_t deadline;
+
+	nrules = parse_rules(o->faults, o->nfaults, rules);
+	if (nrules < 0)
+		return 2;
+	f = attach_quiet(dir);
+	if (f) {
+		int running = fabric_running(f);
+
+		simf_detach(f);
+		if (running) {
+			fprintf(stderr, "uscm-sim: a fabric is already running in %s (uscm-sim stop --dir %s)\n",
+				dir, dir);
+			return 1;
+		}
+		remove_state(dir); /* stale */
+	}
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+		fprintf(stderr, "uscm-sim: mkdir %s: %s\n", dir, strerror(errno));
+		return 1;
+	}
+	if (!realpath(dir, absdir)) {
+		fprintf(stderr, "uscm-sim: %s: %s\n", dir, strerror(errno));
+		return 1;
+	}
+	(void)abslen;
+	pcap[0] = 0;
+	if (o->pcap) {
+		if (o->pcap[0] == '/') {
+			snprintf(pcap, sizeof(pcap), "%s", o->pcap);
+		} else {
+			char cwd[PATH_MAX];
+
+			if (!getcwd(cwd, sizeof(cwd)))
+				return 1;
+			if (snprintf(pcap, sizeof(pcap), "%s/%s", cwd, o->pcap) >= (int)sizeof(pcap))
+				return 1;
+		}
+	}
+	claim = claim_instance(absdir, &inst);
+	if (claim < 0) {
+		fprintf(stderr, "uscm-sim: no free fabric instance on 127.77.0.0/16: %s\n", strerror(errno));
+		return 1;
+	}
+	f = simf_create(absdir, o->link ? o->link : SIMF_LINK_IB, o->nodes ? o->nodes : 2, inst,
+			o->seed, pcap[0] ? pcap : NULL);
+	if (!f) {
+		fprintf(stderr, "uscm-sim: create fabric in %s: %s\n", absdir, strerror(errno));
+		close(claim);
+		return 1;
+	}
+	if (nrules > 0)
+		simf_fault_set(f, rules, nrules);
+	sm = spawn_sm(absdir, claim, o->verbose);
+	close(claim);
+	if (sm < 0) {
+		fprintf(stderr, "uscm-sim: cannot start uscm-sim-sm: %s\n", strerror(errno));
+		simf_detach(f);
+		remove_state(absdir);
+		return 1;
+	}
+	/* wait for the SM (IB: every port ACTIVE) */
+	deadline = now_ms() + 10000;
+	for (;;) {
+		int ready = f->st->keeper_pid == sm;
+
+		for (unsigned i = 0; ready && i <= f->st->nnodes; i++)
+			if (f->st->nodes[i].port_state != SIMF_PORT_ACTIVE)
+				ready = 0;
+		if (ready)
+			break;
+		if (waitpid(sm, NULL, WNOHANG) == sm || now_ms() > deadline) {
+			fprintf(stderr, "uscm-sim: the SM did not bring the fabric up\n");
+			print_log_tail(absdir);
+			kill(sm, SIGKILL);
+			waitpid(sm, NULL, 0);
+			simf_detach(f);
+			remove_state(absdir);
+			return 1;
+		}
+		sleep_ms(5);
+	}
+	simf_detach(f);
+	if (!quiet) {
+		char lp[2 * PATH_MAX + 8];
+
+		lib_path(lp, sizeof(lp));
+		printf("export USCM_SIM_DIR=%s\n", absdir);
+		printf("export LD_LIBRARY_PATH=%s\n", lp);
+		fflush(stdout);
+	}
+	return 0;
+}
+
+static int cmd_start(const struct opts *o)
+{
+	char absdir[PATH_MAX];
+
+	return do_start(o, absdir, sizeof(absdir), 0);
+}
+
+/* ---- status ------------------------------------------------------------ */
+
+static const char *port_state_str(unsigned s)
+{
+	switch (s) {
+	case SIMF_PORT_DOWN: return "DOWN";
+	case SIMF_PORT_INIT: return "INIT";
+	case SIMF_PORT_ACTIVE: return "ACTIVE";
+	default: return "?";
+	}
+}
+
+static int cmd_status(const struct opts *o)
+{
+	const char *dir = fabric_dir(o);
+	struct simf *f = attach_quiet(dir);
+	struct simf_state *st;
+	int nf = 0, ng = 0;
+
+	if (!f) {
+		fprintf(stderr, "uscm-sim: no fabric in %s: %s\n", dir, strerror(errno));
+		return 1;
+	}
+	st = f->st;
+	printf("fabric %s: link %s, %u nodes, transport 127.77.%u.0/24, seed %llu\n", f->dir,
+	       st->link == SIMF_LINK_IB ? "ib" : "roce", st->nnodes, st->instance,
+	       (unsigned long long)st->seed);
+	printf("%s: pid %d (%s); SA queries %llu; capture %s\n",
+	       st->link == SIMF_LINK_IB ? "SM/SA" : "keeper (RoCE: no SM/SA)", st->keeper_pid,
+	       pid_alive(st->keeper_pid) ? "running" : "not running",
+	       (unsigned long long)st->sa_queries, st->pcap_path[0] ? st->pcap_path : "off");
+	printf("%-4s %-7s %-12s %-6s %-6s %-4s %-18s %-26s %8s %8s %6s %5s %6s  %s\n", "#", "name",
+	       "ip", "lid", "state", "link", "guid", "gid", "tx", "rx", "drop", "dup", "delay", "pids");
+	for (unsigned i = 0; i <= st->nnodes; i++) {
+		const struct simf_node *nd = &st->nodes[i];
+		char gid[INET6_ADDRSTRLEN], ip[INET_ADDRSTRLEN], pids[200] = "";
+		struct in_addr a = { .s_addr = htonl(nd->ip) };
+		size_t o2 = 0;
+
+		inet_ntop(AF_INET6, nd->gid, gid, sizeof(gid));
+		inet_ntop(AF_INET, &a, ip, sizeof(ip));
+		for (int k = 0; k < SIMF_NODE_PIDS; k++)
+			if (nd->pids[k] && pid_alive(nd->pids[k]) && o2 < sizeof(pids))
+				o2 += (size_t)snprintf(pids + o2, sizeof(pids) - o2, "%s%d", o2 ? "," : "",
+						       nd->pids[k]);
+		if (i == 0 && !o2)
+			snprintf(pids, sizeof(pids), "%d", st->keeper_pid);
+		printf("%-4u %-7s %-12s %-6u %-6s %-4s 0x%016llx %-26s %8llu %8llu %6llu %5llu %6llu  %s\n",
+		       i, nd->name, i ? ip : "-", nd->lid, port_state_str(nd->port_state),
+		       nd->link_up ? "up" : "down", (unsigned long long)nd->guid, gid,
+		       (unsigned long long)nd->tx, (unsigned long long)nd->rx,
+		       (unsigned long long)nd->tx_dropped, (unsigned long long)nd->tx_duplicated,
+		       (unsigned long long)nd->tx_delayed, pids[0] ? pids : "-");
+	}
+	for (int i = 0; i < SIMF_MAX_FAULTS; i++)
+		if (st->faults[i].used) {
+			char buf[256];
+
+			simf_fault_format(&st->faults[i], buf, sizeof(buf));
+			printf("%s  %d: %s\n", nf++ ? "" : "faults (first match wins):\n", i + 1, buf);
+		}
+	if (!nf)
+		printf("faults: none\n");
+	for (int g = 0; g < SIMF_MAX_MCG; g++) {
+		const struct simf_mcg *m = &st->mcgs[g];
+		char mg[INET6_ADDRSTRLEN];
+
+		if (!m->used)
+			continue;
+		if (!ng++)
+			printf("multicast groups:\n");
+		inet_ntop(AF_INET6, m->mgid, mg, sizeof(mg));
+		printf("  %s mlid 0x%04x qkey 0x%08x pkey 0x%04x%s members:", mg, m->mlid, m->qkey,
+		       m->pkey, m->sa_created ? "" : " (no SA group)");
+		for (unsigned n = 0; n <= st->nnodes; n++)
+			if (m->join_state[n])
+				printf(" %s(0x%x)", st->nodes[n].name, m->join_state[n]);
+		printf(" qps:");
+		for (int q = 0; q < SIMF_MCG_QPS; q++)
+			if (m->qps[q].node >= 0)
+				printf(" %s:0x%x", st->nodes[m->qps[q].node].name, m->qps[q].qpn);
+		printf("\n");
+	}
+	simf_detach(f);
+	return 0;
+}
+
+/* ---- fault, link, kill, env -------------------------------------------- */
+
+static int cmd_fault(const struct opts *o, int argc, char **argv, int i)
+{
+	struct simf_fault rules[SIMF_MAX_FAULTS];
+	struct simf *f;
+	int n, rc = 0;
+
+	f = attach_quiet(fabric_dir(o));
+	if (!f) {
+		fprintf(stderr, "uscm-sim: no fabric in %s: %s\n", fabric_dir(o), strerror(errno));
+		return 1;
+	}
+	if (i >= argc || strcmp(argv[i], "list") == 0) {
+		int any = 0;
+
+		for (int k = 0; k < SIMF_MAX_FAULTS; k++)
+			if (f->st->faults[k].used) {
+				char buf[256];
+
+				simf_fault_format(&f->st->faults[k], buf, sizeof(buf));
+				printf("%d: %s\n", k + 1, buf);
+				any = 1;
+			}
+		if (!any)
+			printf("no fault rules\n");
+	} else if (strcmp(argv[i], "clear") == 0) {
+		simf_fault_set(f, NULL, 0);
+	} else if (strcmp(argv[i], "add") == 0) {
+		n = parse_rules((const char *const *)argv + i + 1, argc - i - 1, rules);
+		for (int k = 0; k < n && rc == 0; k++)
+			if (simf_fault_add(f, &rules[k]) < 0) {
+				fprintf(stderr, "uscm-sim: rule table full\n");
+				rc = 1;
+			}
+		if (n <= 0)
+			rc = 2;
+	} else {
+		n = parse_rules((const char *const *)argv + i, argc - i, rules);
+		if (n < 0)
+			rc = 2;
+		else
+			simf_fault_set(f, rules, n);
+	}
+	simf_detach(f);
+	return rc;
+}
+
+static int node_arg(struct simf *f, const char *name)
+{
+	int n = simf_node_by_name(f, name);
+
+	if (n < 0)
+		fprintf(stderr, "uscm-sim: no node '%s' (sm, node1..node%u)\n", name, f->st->nnodes);
+	return n;
+}
+
+static int cmd_link(const struct opts *o, int argc, char **argv, int i)
+{
+	struct simf *f;
+	int n, up;
+
+	if (argc - i != 2 || (strcmp(argv[i + 1], "up") && strcmp(argv[i + 1], "down")))
+		usage();
+	f = attach_quiet(fabric_dir(o));
+	if (!f) {
+		fprintf(stderr, "uscm-sim: no fabric in %s: %s\n", fabric_dir(o), strerror(errno));
+		return 1;
+	}
+	n = node_arg(f, argv[i]);
+	up = strcmp(argv[i + 1], "up") == 0;
+	if (n >= 0)
+		simf_set_link(f, n, up);
+	simf_detach(f);
+	return n < 0;
+}
+
+static int cmd_kill(const struct opts *o, int argc, char **argv, int i)
+{
+	struct simf *f;
+	struct simf_node *nd;
+	pid_t pids[SIMF_NODE_PIDS + SIMF_MAX_AGENTS + 2];
+	int n, np = 0;
+
+	if (argc - i != 1)
+		usage();
+	f = attach_quiet(fabric_dir(o));
+	if (!f) {
+		fprintf(stderr, "uscm-sim: no fabric in %s: %s\n", fabric_dir(o), strerror(errno));
+		return 1;
+	}
+	n = node_arg(f, argv[i]);
+	if (n < 0) {
+		simf_detach(f);
+		return 1;
+	}
+	nd = &f->st->nodes[n];
+	simf_lock(f);
+#define ADD(p) do { pid_t p_ = (p); int d_ = 0; \
+		if (p_ <= 0 || is_self_or_ancestor(p_)) break; \
+		for (int k_ = 0; k_ < np; k_++) d_ |= pids[k_] == p_; \
+		if (!d_) pids[np++] = p_; } while (0)
+	if (n == 0)
+		ADD(f->st->keeper_pid);
+	ADD(nd->pid);
+	for (int k = 0; k < SIMF_NODE_PIDS; k++)
+		ADD(nd->pids[k]);
+	for (int k = 0; k < SIMF_MAX_AGENTS; k++)
+		ADD(nd->agents[k].pid);
+#undef ADD
+	simf_unlock(f);
+	for (int k = 0; k < np; k++)
+		if (pid_alive(pids[k])) {
+			printf("killed %d (%s)\n", pids[k], nd->name);
+			kill(pids[k], SIGKILL);
+		}
+	/* wait until they are gone (zombies count as gone) */
+	for (int t = 0; t < 400; t++) {
+		int left = 0;
+
+		for (int k = 0; k < np; k++)
+			left += pid_alive(pids[k]);
+		if (!left)
+			break;
+		sleep_ms(5);
+	}
+	/* and clear what they left in the tables */
+	simf_lock(f);
+	for (int k = 0; k < np; k++) {
+		for (int j = 0; j < SIMF_NODE_PIDS; j++)
+			if (nd->pids[j] == pids[k])
+				nd->pids[j] = 0;
+		for (int j = 0; j < SIMF_MAX_AGENTS; j++)
+			if (nd->agents[j].pid == pids[k])
+				memset(&nd->agents[j], 0, sizeof(nd->agents[j]));
+		if (nd->pid == pids[k])
+			nd->pid = 0;
+	}
+	simf_unlock(f);
+	simf_detach(f);
+	return 0;
+}
+
+static int cmd_env(const struct opts *o)
+{
+	char lp[2 * PATH_MAX + 8];
+	struct simf *f = attach_quiet(fabric_dir(o));
+
+	if (!f) {
+		fprintf(stderr, "uscm-sim: no fabric in %s: %s\n", fabric_dir(o), strerror(errno));
+		return 1;
+	}
+	lib_path(lp, sizeof(lp));
+	printf("export USCM_SIM_DIR=%s\n", f->dir);
+	printf("export LD_LIBRARY_PATH=%s\n", lp);
+	if (o->node)
+		printf("export USCM_SIM_NODE=%s\n", o->node);
+	simf_detach(f);
+	return 0;
+}
+
+/* ---- run ----------------------------------------------------------------- */
+
+static void set_env(const char *dir, const char *node)
+{
+	char lp[2 * PATH_MAX + 8];
+	const char *old = getenv("LD_LIBRARY_PATH");
+
+	lib_path(lp, sizeof(lp));
+	if (old && *old) {
+		size_t n = strlen(lp);
+
+		snprintf(lp + n, sizeof(lp) - n, ":%s", old);
+	}
+	setenv("LD_LIBRARY_PATH", lp, 1);
+	setenv("USCM_SIM_DIR", dir, 1);
+	if (node)
+		setenv("USCM_SIM_NODE", node, 1);
+}
+
+static volatile sig_atomic_t g_child;
+
+static void forward_signal(int sig)
+{
+	if (g_child > 0)
+		kill(g_child, sig);
+}
+
+static int cmd_run(const struct opts *o, int argc, char **argv, int i)
+{
+	char absdir[PATH_MAX];
+	struct simf *f;
+	int status, rc;
+	pid_t pid;
+
+	if (i >= argc || strcmp(argv[i], "--") != 0 || i + 1 >= argc)
+		usage();
+	i++;
+	f = attach_quiet(fabric_dir(o));
+	if (f && fabric_running(f) && !o->start_opts) {
+		/* a fabric is up: run the program on it */
+		if (o->node && simf_node_by_name(f, o->node) < 0) {
+			fprintf(stderr, "uscm-sim: no node '%s'\n", o->node);
+			simf_detach(f);
+			return 2;
+		}
+		set_env(f->dir, o->node);
+		simf_detach(f);
+		execvp(argv[i], argv + i);
+		fprintf(stderr, "uscm-sim: %s: %s\n", argv[i], strerror(errno));
+		return 127;
+	}
+	if (f)
+		simf_detach(f);
+	rc = do_start(o, absdir, sizeof(absdir), 1);
+	if (rc)
+		return rc;
+	if (o->node) {
+		f = attach_quiet(absdir);
+		if (f && simf_node_by_name(f, o->node) < 0) {
+			fprintf(stderr, "uscm-sim: no node '%s'\n", o->node);
+			simf_detach(f);
+			struct opts so = *o;
+			so.dir = absdir;
+			cmd_stop(&so);
+			return 2;
+		}
+		if (f)
+			simf_detach(f);
+	}
+	signal(SIGINT, forward_signal);
+	signal(SIGTERM, forward_signal);
+	signal(SIGHUP, forward_signal);
+	pid = fork();
+	if (pid == 0) {
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGHUP, SIG_DFL);
+		set_env(absdir, o->node);
+		execvp(argv[i], argv + i);
+		fprintf(stderr, "uscm-sim: %s: %s\n", argv[i], strerror(errno));
+		_exit(127);
+	}
+	g_child = pid;
+	rc = 1;
+	if (pid > 0) {
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		if (WIFEXITED(status))
+			rc = WEXITSTATUS(status);
+		else if (WIFSIGNALED(status))
+			rc = 128 + WTERMSIG(status);
+	}
+	{
+		struct opts so = *o;
+
+		so.dir = absdir;
+		cmd_stop(&so);
+	}
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = { .seed = 1 };
+	const char *cmd;
+	int i;
+
+	if (argc < 2)
+		usage();
+	cmd = argv[1];
+	signal(SIGPIPE, SIG_IGN);
+	i = parse_opts(argc, argv, 2, &o);
+	if (strcmp(cmd, "start") == 0 || strcmp(cmd, "up") == 0) {
+		if (i < argc)
+			usage();
+		return cmd_start(&o);
+	}
+	if (strcmp(cmd, "stop") == 0 || strcmp(cmd, "down") == 0)
+		return cmd_stop(&o);
+	if (strcmp(cmd, "status") == 0)
+		return cmd_status(&o);
+	if (strcmp(cmd, "env") == 0)
+		return cmd_env(&o);
+	if (strcmp(cmd, "fault") == 0 || strcmp(cmd, "faults") == 0)
+		return cmd_fault(&o, argc, argv, i);
+	if (strcmp(cmd, "link") == 0)
+		return cmd_link(&o, argc, argv, i);
+	if (strcmp(cmd, "kill") == 0)
+		return cmd_kill(&o, argc, argv, i);
+	if (strcmp(cmd, "run") == 0)
+		return cmd_run(&o, argc, argv, i);
+	if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0)
+		usage();
+	fprintf(stderr, "uscm-sim: unknown command '%s'\n", cmd);
+	usage();
+	return 2;
+}
