@@ -1,0 +1,1131 @@
+/*
+ * cma_addr.c - addresses, ports and routes: rdma_bind_addr (port spaces,
+ * REUSEADDR / AFONLY), rdma_resolve_addr (ibacm hosts file, local
+ * interfaces, loopback, RoCE GID tables), rdma_resolve_route (SA PathRecord
+ * with a path cache shared by ids, or a locally built RoCE path),
+ * rdma_set_option and the port getters.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if_arp.h>
+#include <netpacket/packet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "lib/cma_int.h"
+
+#define EPHEMERAL_LO 32768
+#define EPHEMERAL_HI 60999
+
+/* ---- socket addresses ---------------------------------------------------------- */
+
+int cma_addr_len(const struct sockaddr *a)
+{
+	switch (a->sa_family) {
+	case AF_INET: return sizeof(struct sockaddr_in);
+	case AF_INET6: return sizeof(struct sockaddr_in6);
+	case AF_IB: return sizeof(struct sockaddr_ib);
+	default: return 0;
+	}
+}
+
+int cma_addr_any(const struct sockaddr *a)
+{
+	switch (a->sa_family) {
+	case AF_INET:
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_ANY);
+	case AF_INET6:
+		return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)a)->sin6_addr);
+	case AF_IB:
+		return ib_addr_any(&((const struct sockaddr_ib *)a)->sib_addr);
+	default:
+		return 1;
+	}
+}
+
+int cma_addr_loopback(const struct sockaddr *a)
+{
+	switch (a->sa_family) {
+	case AF_INET:
+		return (ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr) >> 24) == IN_LOOPBACKNET;
+	case AF_INET6:
+		return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)a)->sin6_addr);
+	case AF_IB:
+		return ib_addr_loopback(&((const struct sockaddr_ib *)a)->sib_addr);
+	default:
+		return 0;
+	}
+}
+
+uint16_t cma_addr_port(const struct sockaddr *a)
+{
+	switch (a->sa_family) {
+	case AF_INET: return ntohs(((const struct sockaddr_in *)a)->sin_port);
+	case AF_INET6: return ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
+	case AF_IB:
+		return (uint16_t)(be64toh(((const struct sockaddr_ib *)a)->sib_sid) &
+				  RDMA_IB_IP_PORT_MASK);
+	default: return 0;
+	}
+}
+
+void cma_addr_set_port(struct sockaddr *a, uint16_t port)
+{
+	switch (a->sa_family) {
+	case AF_INET: ((struct sockaddr_in *)a)->sin_port = htons(port); break;
+	case AF_INET6: ((struct sockaddr_in6 *)a)->sin6_port = htons(port); break;
+	case AF_IB: {
+		struct sockaddr_ib *sib = (struct sockaddr_ib *)a;
+		uint64_t sid = be64toh(sib->sib_sid);
+		sib->sib_sid = htobe64((sid & ~RDMA_IB_IP_PORT_MASK) | port);
+		sib->sib_sid_mask = htobe64(~0ULL);
+		break;
+	}
+	default: break;
+	}
+}
+
+int cma_addr_equal(const struct sockaddr *a, const struct sockaddr *b)
+{
+	if (a->sa_family != b->sa_family)
+		return 0;
+	switch (a->sa_family) {
+	case AF_INET:
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	case AF_INET6:
+		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+			       &((const struct sockaddr_in6 *)b)->sin6_addr, 16);
+	case AF_IB:
+		return !ib_addr_cmp(&((const struct sockaddr_ib *)a)->sib_addr,
+				    &((const struct sockaddr_ib *)b)->sib_addr);
+	default:
+		return 0;
+	}
+}
+
+/* The 16-byte form of an IP address: IPv4 as ::ffff:a.b.c.d (the RoCE GID
+ * of that address), IPv6 as itself. */
+static void ip_as_gid(const struct sockaddr *a, uint8_t gid[16])
+{
+	memset(gid, 0, 16);
+	if (a->sa_family == AF_INET) {
+		gid[10] = gid[11] = 0xFF;
+		memcpy(gid + 12, &((const struct sockaddr_in *)a)->sin_addr, 4);
+	} else if (a->sa_family == AF_INET6) {
+		memcpy(gid, &((const struct sockaddr_in6 *)a)->sin6_addr, 16);
+	} else if (a->sa_family == AF_IB) {
+		memcpy(gid, &((const struct sockaddr_ib *)a)->sib_addr, 16);
+	}
+}
+
+/* ---- the ibacm hosts file -------------------------------------------------------- */
+
+struct host_ent {
+	int family;         /* AF_INET / AF_INET6; 0: a host name */
+	uint8_t addr[16];
+	uint8_t gid[16];
+};
+
+static struct {
+	char path[512];
+	struct timespec mtime;
+	off_t size;
+	struct host_ent *ents;
+	int n;
+} hosts;
+
+const char *cma_hosts_path(void)
+{
+	static char buf[512];
+	const char *p = getenv("USCM_HOSTS"), *sim;
+
+	if (p && *p)
+		return p;
+	sim = getenv("USCM_SIM_DIR");
+	if (sim && *sim) {
+		snprintf(buf, sizeof(buf), "%s/hosts", sim);
+		return buf;
+	}
+	return "/etc/rdma/ibacm_hosts.data";
+}
+
+/* (Re)reads the file when its name, size or mtime changed. */
+static void hosts_load(void)
+{
+	const char *path = cma_hosts_path();
+	struct stat st;
+	FILE *f;
+	char line[512];
+
+	if (stat(path, &st) < 0) {
+		free(hosts.ents);
+		hosts.ents = NULL;
+		hosts.n = 0;
+		hosts.path[0] = 0;
+		return;
+	}
+	if (!strcmp(path, hosts.path) && st.st_mtim.tv_sec == hosts.mtime.tv_sec &&
+	    st.st_mtim.tv_nsec == hosts.mtime.tv_nsec && st.st_size == hosts.size)
+		return;
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	free(hosts.ents);
+	hosts.ents = NULL;
+	hosts.n = 0;
+	int cap = 0;
+	while (fgets(line, sizeof(line), f)) {
+		char a[256], gtxt[256];
+		struct host_ent e;
+
+		memset(&e, 0, sizeof(e));
+		char *hash = strchr(line, '#');
+		if (hash)
+			*hash = 0;
+		if (sscanf(line, "%255s %255s", a, gtxt) != 2)
+			continue;
+		if (inet_pton(AF_INET6, gtxt, e.gid) != 1)
+			continue;
+		if (inet_pton(AF_INET, a, e.addr) == 1)
+			e.family = AF_INET;
+		else if (inet_pton(AF_INET6, a, e.addr) == 1)
+			e.family = AF_INET6;
+		else
+			continue; /* host names: resolved by the caller's getaddrinfo */
+		if (hosts.n == cap) {
+			int nc = cap ? cap * 2 : 16;
+			struct host_ent *ne = realloc(hosts.ents, (size_t)nc * sizeof(*ne));
+			if (!ne)
+				break;
+			hosts.ents = ne;
+			cap = nc;
+		}
+		hosts.ents[hosts.n++] = e;
+	}
+	fclose(f);
+	snprintf(hosts.path, sizeof(hosts.path), "%s", path);
+	hosts.mtime = st.st_mtim;
+	hosts.size = st.st_size;
+}
+
+int cma_hosts_lookup(const struct sockaddr *a, uint8_t gid[16])
+{
+	const void *ip;
+	size_t len;
+
+	if (a->sa_family == AF_INET) {
+		ip = &((const struct sockaddr_in *)a)->sin_addr;
+		len = 4;
+	} else if (a->sa_family == AF_INET6) {
+		ip = &((const struct sockaddr_in6 *)a)->sin6_addr;
+		len = 16;
+	} else {
+		return -1;
+	}
+	hosts_load();
+	for (int i = 0; i < hosts.n; i++) {
+		if (hosts.ents[i].family == a->sa_family && !memcmp(hosts.ents[i].addr, ip, len)) {
+			memcpy(gid, hosts.ents[i].gid, 16);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int cma_hosts_reverse(const uint8_t gid[16], int family, struct sockaddr_storage *out)
+{
+	hosts_load();
+	for (int i = 0; i < hosts.n; i++) {
+		const struct host_ent *e = &hosts.ents[i];
+
+		if (e->family != family || memcmp(e->gid, gid, 16))
+			continue;
+		memset(out, 0, sizeof(*out));
+		if (family == AF_INET) {
+			struct sockaddr_in *s = (struct sockaddr_in *)out;
+			s->sin_family = AF_INET;
+			memcpy(&s->sin_addr, e->addr, 4);
+		} else {
+			struct sockaddr_in6 *s = (struct sockaddr_in6 *)out;
+			s->sin6_family = AF_INET6;
+			memcpy(&s->sin6_addr, e->addr, 16);
+		}
+		return 0;
+	}
+	return -1;
+}
+
+/* ---- local addresses -------------------------------------------------------------- */
+
+static int port_active(const struct cma_port *p)
+{
+	return p->attr.state == IBV_PORT_ACTIVE;
+}
+
+static struct cma_port *first_active_port(void)
+{
+	for (int d = 0; d < g.ndevs; d++)
+		for (int i = 0; i < g.devs[d].nports; i++) {
+			cma_port_refresh(&g.devs[d].ports[i]);
+			if (port_active(&g.devs[d].ports[i]))
+				return &g.devs[d].ports[i];
+		}
+	return NULL;
+}
+
+/* The GID of an IPoIB interface holding address a (its 20-byte hardware
+ * address ends with the port GID). */
+static int ipoib_local_gid(const struct sockaddr *a, uint8_t gid[16])
+{
+	struct ifaddrs *ifs, *i, *j;
+	int rc = -1;
+
+	if (getifaddrs(&ifs) < 0)
+		return -1;
+	for (i = ifs; i && rc; i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != a->sa_family ||
+		    !cma_addr_equal(i->ifa_addr, a))
+			continue;
+		for (j = ifs; j; j = j->ifa_next) {
+			const struct sockaddr_ll *ll = (const struct sockaddr_ll *)j->ifa_addr;
+			if (!ll || ll->sll_family != AF_PACKET || strcmp(j->ifa_name, i->ifa_name))
+				continue;
+			if (ll->sll_hatype == ARPHRD_INFINIBAND && ll->sll_halen >= 20) {
+				memcpy(gid, ll->sll_addr + 4, 16);
+				rc = 0;
+				break;
+			}
+		}
+	}
+	freeifaddrs(ifs);
+	return rc;
+}
+
+/* The local port that owns address a, or NULL. */
+static struct cma_port *local_port_of_addr(const struct sockaddr *a, int *gid_index)
+{
+	uint8_t gid[16];
+	struct cma_port *p;
+
+	if (a->sa_family == AF_IB) {
+		ip_as_gid(a, gid);
+		return cma_port_of_gid(gid, gid_index);
+	}
+	/* The hosts file is authoritative: an address it gives a remote GID is
+	 * not ours, even in 127/8 (the simulated fabric names nodes so). */
+	if (cma_hosts_lookup(a, gid) == 0)
+		return cma_port_of_gid(gid, gid_index);
+	if (ipoib_local_gid(a, gid) == 0 && (p = cma_port_of_gid(gid, gid_index)))
+		return p;
+	ip_as_gid(a, gid);
+	if ((p = cma_port_of_gid(gid, gid_index)))
+		return p;
+	if (cma_addr_loopback(a) && (p = first_active_port())) {
+		*gid_index = 0;
+		return p;
+	}
+	return NULL;
+}
+
+void cma_set_bound_port(struct cma_id *id, struct cma_port *p)
+{
+	id->port = p;
+	id->id.verbs = p->dev->verbs;
+	id->id.port_num = p->port_num;
+}
+
+static void set_sgid(struct cma_id *id, int gid_index)
+{
+	struct cma_port *p = id->port;
+
+	if (gid_index < 0 || gid_index >= p->ngids)
+		gid_index = 0;
+	memcpy(&id->id.route.addr.addr.ibaddr.sgid, &p->gids[gid_index], 16);
+	id->id.route.addr.addr.ibaddr.pkey = htobe16(p->npkeys ? p->pkeys[0] : 0xFFFF);
+}
+
+/* ---- the bind table ---------------------------------------------------------------- */
+
+/* kernel cma_check_port semantics */
+static int port_conflict(const struct cma_id *id, uint16_t port, int reuse)
+{
+	const struct sockaddr *a = &id->id.route.addr.src_addr;
+
+	for (const struct cma_id *o = g.ids; o; o = o->next) {
+		const struct sockaddr *b = &o->id.route.addr.src_addr;
+
+		if (o == id || !o->bound || o->id.ps != id->id.ps || cma_addr_port(b) != port)
+			continue;
+		if (reuse && o->reuseaddr && o->state != ST_LISTEN)
+			continue;
+		if (id->afonly && o->afonly && a->sa_family != b->sa_family)
+			continue;
+		if (cma_addr_any(a) || cma_addr_any(b))
+			return EADDRNOTAVAIL;
+		if (cma_addr_equal(a, b))
+			return EADDRINUSE;
+	}
+	return 0;
+}
+
+static int port_used(enum rdma_port_space ps, uint16_t port)
+{
+	for (const struct cma_id *o = g.ids; o; o = o->next)
+		if (o->bound && o->id.ps == ps && cma_addr_port(&o->id.route.addr.src_addr) == port)
+			return 1;
+	return 0;
+}
+
+int cma_check_port_listen(struct cma_id *id)
+{
+	if (!id->reuseaddr)
+		return 0;
+	return port_conflict(id, cma_addr_port(&id->id.route.addr.src_addr), 0);
+}
+
+void cma_bind_release(struct cma_id *id)
+{
+	id->bound = 0;
+}
+
+/* Binds id to addr (family already checked): finds the device for a
+ * specific address, allocates or checks the port. */
+int cma_bind_locked(struct cma_id *id, const struct sockaddr *addr)
+{
+	struct sockaddr *src = &id->id.route.addr.src_addr;
+	struct cma_port *p = NULL;
+	int gid_index = 0, e;
+	uint16_t port;
+
+	if (!cma_addr_any(addr)) {
+		p = local_port_of_addr(addr, &gid_index);
+		if (!p)
+			return cma_fail(EADDRNOTAVAIL);
+	}
+	memset(&id->id.route.addr.src_storage, 0, sizeof(id->id.route.addr.src_storage));
+	memcpy(src, addr, (size_t)cma_addr_len(addr));
+	port = cma_addr_port(addr);
+	if (port) {
+		if ((e = port_conflict(id, port, id->reuseaddr)))
+			return cma_fail(e);
+	} else {
+		unsigned range = EPHEMERAL_HI - EPHEMERAL_LO + 1;
+		unsigned start = (unsigned)(cma_random() % range), i;
+
+		for (i = 0; i < range; i++) {
+			port = (uint16_t)(EPHEMERAL_LO + (start + i) % range);
+			if (!port_used(id->id.ps, port))
+				break;
+		}
+		if (i == range)
+			return cma_fail(EADDRNOTAVAIL);
+		cma_addr_set_port(src, port);
+	}
+	if (addr->sa_family == AF_IB) {
+		struct sockaddr_ib *sib = (struct sockaddr_ib *)src;
+		if (!sib->sib_sid)
+			sib->sib_sid = htobe64(((uint64_t)id->id.ps << 16) | port);
+		if (!sib->sib_sid_mask)
+			sib->sib_sid_mask = htobe64(~0ULL);
+	}
+	if (p) {
+		cma_set_bound_port(id, p);
+		set_sgid(id, gid_index);
+	}
+	id->bound = 1;
+	id->state = ST_BOUND;
+	return 0;
+}
+
+static int family_ok(int f)
+{
+	return f == AF_INET || f == AF_INET6 || f == AF_IB;
+}
+
+CMA_EXPORT int rdma_bind_addr(struct rdma_cm_id *cm_id, struct sockaddr *addr)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+	int rc;
+
+	if (!id || !addr)
+		return cma_fail(EINVAL);
+	if (!family_ok(addr->sa_family))
+		return cma_fail(EAFNOSUPPORT);
+	pthread_mutex_lock(&g.lock);
+	if (id->state != ST_IDLE) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(EINVAL);
+	}
+	rc = cma_bind_locked(id, addr);
+	pthread_mutex_unlock(&g.lock);
+	return rc;
+}
+
+/* ---- address resolution -------------------------------------------------------------- */
+
+/* An IPoIB neighbour the kernel already resolved (/proc/net/arp). */
+static int arp_gid(const struct sockaddr *a, uint8_t gid[16])
+{
+	FILE *f;
+	char line[512], ip[64], hw[128];
+	char want[INET_ADDRSTRLEN];
+	int rc = -1;
+
+	if (a->sa_family != AF_INET ||
+	    !inet_ntop(AF_INET, &((const struct sockaddr_in *)a)->sin_addr, want, sizeof(want)))
+		return -1;
+	f = fopen("/proc/net/arp", "re");
+	if (!f)
+		return -1;
+	while (rc && fgets(line, sizeof(line), f)) {
+		unsigned hwtype, flags;
+		unsigned b[20];
+
+		if (sscanf(line, "%63s 0x%x 0x%x %127s", ip, &hwtype, &flags, hw) != 4)
+			continue;
+		if (strcmp(ip, want) || hwtype != ARPHRD_INFINIBAND || !(flags & 0x2))
+			continue;
+		if (sscanf(hw, "%x:%x:%x:%x:%x:%x:%x:%x:%x:%x:%x:%x:%x:%x:%x:%x:%x:%x:%x:%x", &b[0],
+			   &b[1], &b[2], &b[3], &b[4], &b[5], &b[6], &b[7], &b[8], &b[9], &b[10], &b[11],
+			   &b[12], &b[13], &b[14], &b[15], &b[16], &b[17], &b[18], &b[19]) != 20)
+			continue;
+		for (int i = 0; i < 16; i++)
+			gid[i] = (uint8_t)b[4 + i];
+		rc = 0;
+	}
+	fclose(f);
+	return rc;
+}
+
+/* Destination address -> GID. 0, or -1 (unknown). */
+static int dst_gid(const struct sockaddr *dst, struct cma_port *bound, uint8_t gid[16])
+{
+	struct cma_port *p;
+	int idx;
+
+	if (dst->sa_family == AF_IB) {
+		ip_as_gid(dst, gid);
+		return 0;
+	}
+	if (cma_hosts_lookup(dst, gid) == 0)
+		return 0;
+	/* One of our own addresses (or loopback): the bound port or the first. */
+	if ((p = local_port_of_addr(dst, &idx))) {
+		p = bound ? bound : p;
+		memcpy(gid, p->gids[bound ? 0 : idx].raw, 16);
+		return 0;
+	}
+	if (arp_gid(dst, gid) == 0)
+		return 0;
+	/* RoCE: the destination's GID is its IP address. */
+	if ((bound && bound->roce) || (!bound && first_active_port() && first_active_port()->roce)) {
+		ip_as_gid(dst, gid);
+		return 0;
+	}
+	return -1;
+}
+
+static int gid_v4mapped(const uint8_t *gid)
+{
+	static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF };
+	return !memcmp(gid, pfx, 12);
+}
+
+/* The port to reach dgid from. */
+static struct cma_port *route_port(const uint8_t dgid[16], int *gid_index)
+{
+	struct cma_port *p = cma_port_of_gid(dgid, gid_index), *roce = NULL, *any = NULL;
+
+	if (p)
+		return p; /* loopback */
+	for (int d = 0; d < g.ndevs; d++) {
+		for (int i = 0; i < g.devs[d].nports; i++) {
+			struct cma_port *q = &g.devs[d].ports[i];
+
+			cma_port_refresh(q);
+			if (!port_active(q))
+				continue;
+			if (!q->roce && q->ngids && !memcmp(q->gids[0].raw, dgid, 8)) {
+				*gid_index = 0;
+				return q;
+			}
+			if (q->roce && !roce)
+				roce = q;
+			if (!any)
+				any = q;
+		}
+	}
+	*gid_index = 0;
+	if (roce && (gid_v4mapped(dgid) || dgid[0] != 0xFE))
+		return roce;
+	return any;
+}
+
+/* RoCE: the source GID index of this port that matches the source IP. */
+static int roce_sgid_index(struct cma_port *p, const struct sockaddr *src)
+{
+	uint8_t gid[16];
+	int idx;
+
+	if (cma_addr_any(src))
+		return 0;
+	ip_as_gid(src, gid);
+	idx = cma_port_gid_index(p, gid);
+	return idx >= 0 ? idx : 0;
+}
+
+CMA_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id, struct sockaddr *src_addr,
+				 struct sockaddr *dst_addr, int timeout_ms)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+	struct sockaddr *src;
+	struct cma_event *e;
+	uint8_t dgid[16];
+	int gid_index = 0, status = 0;
+	struct cma_port *p;
+
+	(void)timeout_ms; /* resolution is local and immediate */
+	if (!id || !dst_addr)
+		return cma_fail(EINVAL);
+	if (!family_ok(dst_addr->sa_family) || (src_addr && !family_ok(src_addr->sa_family)))
+		return cma_fail(EAFNOSUPPORT);
+	pthread_mutex_lock(&g.lock);
+	if (id->state == ST_IDLE) {
+		struct sockaddr_storage any;
+
+		if (!src_addr) {
+			memset(&any, 0, sizeof(any));
+			any.ss_family = dst_addr->sa_family;
+			src_addr = (struct sockaddr *)&any;
+		}
+		if (cma_bind_locked(id, src_addr) < 0) {
+			int err = errno;
+			pthread_mutex_unlock(&g.lock);
+			return cma_fail(err);
+		}
+	} else if (id->state != ST_BOUND) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(EINVAL);
+	}
+	src = &id->id.route.addr.src_addr;
+	memset(&id->id.route.addr.dst_storage, 0, sizeof(id->id.route.addr.dst_storage));
+	memcpy(&id->id.route.addr.dst_addr, dst_addr, (size_t)cma_addr_len(dst_addr));
+
+	if (dst_gid(dst_addr, id->port, dgid) < 0) {
+		status = -EHOSTUNREACH;
+	} else {
+		p = id->port;
+		if (!p) {
+			p = route_port(dgid, &gid_index);
+			if (!p) {
+				pthread_mutex_unlock(&g.lock);
+				return cma_fail(ENODEV);
+			}
+			cma_set_bound_port(id, p);
+			if (p->roce)
+				gid_index = roce_sgid_index(p, src);
+			else if (cma_port_gid_index(p, dgid) >= 0)
+				gid_index = cma_port_gid_index(p, dgid); /* loopback */
+			else
+				gid_index = 0;
+			set_sgid(id, gid_index);
+		}
+		memcpy(&id->id.route.addr.addr.ibaddr.dgid, dgid, 16);
+		/* The source address, when bound to a wildcard: ours from the
+		 * hosts file, or the IP our RoCE GID encodes. */
+		if (cma_addr_any(src) && src->sa_family != AF_IB) {
+			struct sockaddr_storage ss;
+			const uint8_t *sgid = id->id.route.addr.addr.ibaddr.sgid.raw;
+			uint16_t port = cma_addr_port(src);
+
+			if (cma_hosts_reverse(sgid, src->sa_family, &ss) == 0) {
+				memcpy(src, &ss, (size_t)cma_addr_len((struct sockaddr *)&ss));
+				cma_addr_set_port(src, port);
+			} else if (src->sa_family == AF_INET && gid_v4mapped(sgid)) {
+				memcpy(&((struct sockaddr_in *)src)->sin_addr, sgid + 12, 4);
+			} else if (cma_addr_loopback(dst_addr)) {
+				memcpy(src, dst_addr, (size_t)cma_addr_len(dst_addr));
+				cma_addr_set_port(src, port);
+			}
+		} else if (src->sa_family == AF_IB && cma_addr_any(src)) {
+			memcpy(&((struct sockaddr_ib *)src)->sib_addr,
+			       id->id.route.addr.addr.ibaddr.sgid.raw, 16);
+		}
+		id->state = ST_ADDR_RESOLVED;
+	}
+	e = cma_event_new(id, status ? RDMA_CM_EVENT_ADDR_ERROR : RDMA_CM_EVENT_ADDR_RESOLVED,
+			  status);
+	if (!e) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(ENOMEM);
+	}
+	cma_event_queue(e);
+	pthread_mutex_unlock(&g.lock);
+	return cma_sync_wait(id);
+}
+
+/* ---- routes ------------------------------------------------------------------------------ */
+
+uint64_t cma_service_id(const struct cma_id *id, const struct sockaddr *a)
+{
+	if (a->sa_family == AF_IB)
+		return be64toh(((const struct sockaddr_ib *)a)->sib_sid);
+	return cmp_sid_make((enum cmp_ps)id->id.ps, cma_addr_port(a));
+}
+
+void cma_path_to_rec(const struct cmp_path *p, struct ibv_sa_path_rec *r)
+{
+	memset(r, 0, sizeof(*r));
+	memcpy(r->dgid.raw, p->dgid, 16);
+	memcpy(r->sgid.raw, p->sgid, 16);
+	r->dlid = htobe16(p->dlid);
+	r->slid = htobe16(p->slid);
+	r->flow_label = htobe32(p->flow_label);
+	r->hop_limit = p->hop_limit;
+	r->traffic_class = p->tclass;
+	r->reversible = 1;
+	r->numb_path = 1;
+	r->pkey = htobe16(p->pkey);
+	r->sl = p->sl;
+	r->mtu_selector = 2; /* exactly */
+	r->mtu = p->mtu;
+	r->rate_selector = 2;
+	r->rate = p->rate;
+	r->packet_life_time_selector = 2;
+	r->packet_life_time = p->packet_life_time;
+}
+
+void cma_route_done(struct cma_id *id, int status)
+{
+	struct cma_event *e;
+
+	id->sa_pending = 0;
+	if (!status) {
+		cma_path_to_rec(&id->path, &id->path_rec);
+		id->id.route.path_rec = &id->path_rec;
+		id->id.route.num_paths = 1;
+		id->path_valid = 1;
+		id->state = ST_ROUTE_RESOLVED;
+	} else {
+		id->state = ST_ADDR_RESOLVED;
+	}
+	e = cma_event_new(id, status ? RDMA_CM_EVENT_ROUTE_ERROR : RDMA_CM_EVENT_ROUTE_RESOLVED,
+			  status);
+	cma_event_queue(e);
+}
+
+/* A PathRecord query in flight and the ids waiting for its answer; and the
+ * cache of answers, shared by every id of the process. */
+struct path_key {
+	struct cma_port *port;
+	uint8_t sgid[16], dgid[16];
+	uint16_t pkey;
+	uint64_t sid;
+	int qos, tclass;
+};
+
+struct pathq {
+	struct pathq *next;
+	struct path_key k;
+	struct cma_id **waiters;
+	unsigned n, cap;
+};
+
+struct pcache {
+	struct pcache *next;
+	struct path_key k;
+	struct cmp_path path;
+	cmp_time expires;
+};
+
+static struct pathq *pathqs;
+static struct pcache *pcaches;
+
+static int key_eq(const struct path_key *a, const struct path_key *b)
+{
+	return a->port == b->port && !memcmp(a->sgid, b->sgid, 16) && !memcmp(a->dgid, b->dgid, 16) &&
+	       a->pkey == b->pkey && a->sid == b->sid && a->qos == b->qos && a->tclass == b->tclass;
+}
+
+void cma_path_cache_flush_port(struct cma_port *p)
+{
+	for (struct pcache **pp = &pcaches; *pp;) {
+		if ((*pp)->k.port == p) {
+			struct pcache *c = *pp;
+			*pp = c->next;
+			free(c);
+		} else {
+			pp = &(*pp)->next;
+		}
+	}
+}
+
+static struct pcache *cache_find(const struct path_key *k, cmp_time now)
+{
+	for (struct pcache **pp = &pcaches; *pp;) {
+		struct pcache *c = *pp;
+		if (c->expires <= now) {
+			*pp = c->next;
+			free(c);
+			continue;
+		}
+		if (key_eq(&c->k, k))
+			return c;
+		pp = &c->next;
+	}
+	return NULL;
+}
+
+static void cache_put(const struct path_key *k, const struct cmp_path *path)
+{
+	struct pcache *c;
+
+	if (!g.path_cache_ns)
+		return;
+	c = cache_find(k, cma_now());
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return;
+		c->k = *k;
+		c->next = pcaches;
+		pcaches = c;
+	}
+	c->path = *path;
+	c->expires = cma_now() + g.path_cache_ns;
+}
+
+/* The engine's path for this id from an SA record. */
+static void path_from_sa(struct cma_port *p, const struct um_sa_path_rec *pr, struct cmp_path *out)
+{
+	int idx;
+
+	memset(out, 0, sizeof(*out));
+	memcpy(out->sgid, pr->sgid, 16);
+	memcpy(out->dgid, pr->dgid, 16);
+	out->slid = pr->slid;
+	out->dlid = pr->dlid;
+	out->flow_label = pr->flow_label;
+	out->tclass = pr->tclass;
+	out->hop_limit = pr->hop_limit;
+	out->sl = pr->sl;
+	out->mtu = pr->mtu;
+	out->rate = pr->rate;
+	out->packet_life_time = pr->packet_life_time;
+	out->pkey = pr->pkey;
+	idx = cma_port_pkey_index(p, pr->pkey);
+	out->pkey_index = (uint16_t)(idx >= 0 ? idx : 0);
+	idx = cma_port_gid_index(p, pr->sgid);
+	out->sgid_index = (uint8_t)(idx >= 0 ? idx : 0);
+	out->port_num = p->port_num;
+	/* As the kernel CM: a hop limit above 1 means the path leaves the subnet. */
+	out->subnet_local = pr->hop_limit <= 1;
+	out->roce = 0;
+}
+
+static void sa_answer(void *ctx, int status, const struct um_sa_path_rec *pr)
+{
+	struct pathq *q = ctx;
+	struct cmp_path path;
+
+	/* unlink */
+	for (struct pathq **pp = &pathqs; *pp; pp = &(*pp)->next)
+		if (*pp == q) {
+			*pp = q->next;
+			break;
+		}
+	if (!status) {
+		path_from_sa(q->k.port, pr, &path);
+		cache_put(&q->k, &path);
+	} else if (status == -ETIMEDOUT && q->k.port->um) {
+		um_port_refresh(q->k.port->um); /* the SM may have moved */
+	}
+	for (unsigned i = 0; i < q->n; i++) {
+		struct cma_id *id = q->waiters[i];
+
+		if (!id)
+			continue;
+		if (!status)
+			id->path = path;
+		cma_route_done(id, status == -ECANCELED ? -ENODEV : status);
+	}
+	free(q->waiters);
+	free(q);
+}
+
+/* An id that goes away stops waiting. */
+static void route_cancel(struct cma_id *id)
+{
+	for (struct pathq *q = pathqs; q; q = q->next)
+		for (unsigned i = 0; i < q->n; i++)
+			if (q->waiters[i] == id)
+				q->waiters[i] = NULL;
+	id->sa_pending = 0;
+}
+
+static int roce_path(struct cma_id *id)
+{
+	struct cma_port *p = id->port;
+	struct cmp_path *path = &id->path;
+	const struct rdma_ib_addr *ib = &id->id.route.addr.addr.ibaddr;
+	int idx;
+
+	memset(path, 0, sizeof(*path));
+	memcpy(path->sgid, ib->sgid.raw, 16);
+	memcpy(path->dgid, ib->dgid.raw, 16);
+	path->pkey = 0xFFFF;
+	idx = cma_port_pkey_index(p, 0xFFFF);
+	path->pkey_index = (uint16_t)(idx >= 0 ? idx : 0);
+	idx = cma_port_gid_index(p, path->sgid);
+	path->sgid_index = (uint8_t)(idx >= 0 ? idx : 0);
+	path->mtu = (uint8_t)(p->attr.active_mtu ? p->attr.active_mtu : IBV_MTU_1024);
+	path->rate = 0;
+	path->hop_limit = 64;
+	path->tclass = id->tos;
+	path->sl = (uint8_t)(id->tos >> 5); /* the 802.1p priority of the ToS precedence */
+	path->packet_life_time = id->ack_timeout_set && id->ack_timeout
+					 ? (uint8_t)(id->ack_timeout - 1)
+					 : CMA_IBOE_PACKET_LIFETIME;
+	path->port_num = p->port_num;
+	path->roce = 1;
+	path->subnet_local = 0;
+	return 0;
+}
+
+CMA_EXPORT int rdma_resolve_route(struct rdma_cm_id *cm_id, int timeout_ms)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+	struct path_key k;
+	struct pcache *c;
+	struct pathq *q;
+	struct cma_port *p;
+
+	if (!id)
+		return cma_fail(EINVAL);
+	pthread_mutex_lock(&g.lock);
+	if (id->state != ST_ADDR_RESOLVED || !id->port) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(EINVAL);
+	}
+	p = id->port;
+	if (p->roce) {
+		roce_path(id);
+		cma_route_done(id, 0);
+		pthread_mutex_unlock(&g.lock);
+		return cma_sync_wait(id);
+	}
+	memset(&k, 0, sizeof(k));
+	k.port = p;
+	memcpy(k.sgid, id->id.route.addr.addr.ibaddr.sgid.raw, 16);
+	memcpy(k.dgid, id->id.route.addr.addr.ibaddr.dgid.raw, 16);
+	k.pkey = be16toh(id->id.route.addr.addr.ibaddr.pkey);
+	k.sid = cma_service_id(id, &id->id.route.addr.dst_addr);
+	k.qos = -1;
+	k.tclass = -1;
+	if (id->id.route.addr.dst_addr.sa_family == AF_INET)
+		k.qos = id->tos;
+	else if (id->id.route.addr.dst_addr.sa_family == AF_INET6)
+		k.tclass = (int)((ntohl(id->id.route.addr.dst_sin6.sin6_flowinfo) >> 20) & 0xFF);
+	else if (id->tos_set)
+		k.tclass = id->tos;
+
+	c = g.path_cache_ns ? cache_find(&k, cma_now()) : NULL;
+	if (c) {
+		id->path = c->path;
+		cma_route_done(id, 0);
+		pthread_mutex_unlock(&g.lock);
+		return cma_sync_wait(id);
+	}
+	if (cma_port_open(p) < 0) {
+		int e = errno;
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(e);
+	}
+	for (q = pathqs; q; q = q->next)
+		if (key_eq(&q->k, &k))
+			break;
+	if (!q) {
+		struct um_sa_path_req req;
+		int tries = 4, per;
+
+		q = calloc(1, sizeof(*q));
+		if (!q) {
+			pthread_mutex_unlock(&g.lock);
+			return cma_fail(ENOMEM);
+		}
+		q->k = k;
+		memset(&req, 0, sizeof(req));
+		memcpy(req.sgid, k.sgid, 16);
+		memcpy(req.dgid, k.dgid, 16);
+		req.pkey = k.pkey;
+		req.service_id = k.sid;
+		req.qos_class = k.qos;
+		req.tclass = k.tclass;
+		per = timeout_ms > 0 ? timeout_ms / tries : 1000;
+		if (per < g.sa_timeout_min_ms)
+			per = g.sa_timeout_min_ms;
+		req.timeout_ms = per;
+		req.retries = tries - 1;
+		if (um_sa_path_get(p->sa, &req, sa_answer, q, NULL) < 0) {
+			int e = errno;
+			free(q);
+			pthread_mutex_unlock(&g.lock);
+			return cma_fail(e);
+		}
+		q->next = pathqs;
+		pathqs = q;
+	}
+	if (q->n == q->cap) {
+		unsigned nc = q->cap ? q->cap * 2 : 4;
+		struct cma_id **nw = realloc(q->waiters, nc * sizeof(*nw));
+		if (!nw) {
+			pthread_mutex_unlock(&g.lock);
+			return cma_fail(ENOMEM);
+		}
+		q->waiters = nw;
+		q->cap = nc;
+	}
+	q->waiters[q->n++] = id;
+	id->sa_pending = 1;
+	id->state = ST_ROUTE_QUERY;
+	cma_kick();
+	pthread_mutex_unlock(&g.lock);
+	return cma_sync_wait(id);
+}
+
+void cma_route_forget(struct cma_id *id)
+{
+	if (id->sa_pending)
+		route_cancel(id);
+}
+
+/* ---- options ---------------------------------------------------------------------------- */
+
+static int set_ib_path(struct cma_id *id, const struct ibv_path_data *pd, size_t n)
+{
+	const struct ibv_path_record *r = NULL;
+	struct cmp_path *p = &id->path;
+	int idx;
+
+	for (size_t i = 0; i < n; i++) {
+		if ((pd[i].flags & (IBV_PATH_FLAG_PRIMARY | IBV_PATH_FLAG_BIDIRECTIONAL)) ==
+		    (IBV_PATH_FLAG_PRIMARY | IBV_PATH_FLAG_BIDIRECTIONAL)) {
+			r = &pd[i].path;
+			break;
+		}
+	}
+	if (!r)
+		return cma_fail(EINVAL);
+	if (id->state != ST_ADDR_RESOLVED || !id->port)
+		return cma_fail(EINVAL);
+	memset(p, 0, sizeof(*p));
+	memcpy(p->dgid, r->dgid.raw, 16);
+	memcpy(p->sgid, r->sgid.raw, 16);
+	p->dlid = be16toh(r->dlid);
+	p->slid = be16toh(r->slid);
+	p->flow_label = (be32toh(r->flowlabel_hoplimit) >> 8) & 0xFFFFF;
+	p->hop_limit = (uint8_t)(be32toh(r->flowlabel_hoplimit) & 0xFF);
+	p->tclass = r->tclass;
+	p->pkey = be16toh(r->pkey);
+	p->sl = (uint8_t)(be16toh(r->qosclass_sl) & 0xF);
+	p->mtu = r->mtu & 0x3F;
+	p->rate = r->rate & 0x3F;
+	p->packet_life_time = r->packetlifetime & 0x3F;
+	idx = cma_port_pkey_index(id->port, p->pkey);
+	p->pkey_index = (uint16_t)(idx >= 0 ? idx : 0);
+	idx = cma_port_gid_index(id->port, p->sgid);
+	p->sgid_index = (uint8_t)(idx >= 0 ? idx : 0);
+	p->port_num = id->port->port_num;
+	p->roce = id->port->roce;
+	p->subnet_local = !p->roce && p->hop_limit <= 1;
+	/* As the kernel does: setting the path resolves the route. */
+	cma_route_done(id, 0);
+	return 0;
+}
+
+CMA_EXPORT int rdma_set_option(struct rdma_cm_id *cm_id, int level, int optname, void *optval,
+			       size_t optlen)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+	int rc = 0;
+
+	if (!id || !optval)
+		return cma_fail(EINVAL);
+	pthread_mutex_lock(&g.lock);
+	if (level == RDMA_OPTION_ID) {
+		switch (optname) {
+		case RDMA_OPTION_ID_TOS:
+			if (optlen != sizeof(uint8_t)) {
+				rc = cma_fail(EINVAL);
+				break;
+			}
+			id->tos = *(uint8_t *)optval;
+			id->tos_set = 1;
+			break;
+		case RDMA_OPTION_ID_REUSEADDR:
+			if (optlen != sizeof(int)) {
+				rc = cma_fail(EINVAL);
+				break;
+			}
+			/* As the kernel: while idle, or to turn it on before listening. */
+			if (id->state == ST_IDLE || (*(int *)optval && id->state != ST_LISTEN))
+				id->reuseaddr = !!*(int *)optval;
+			else
+				rc = cma_fail(EINVAL);
+			break;
+		case RDMA_OPTION_ID_AFONLY:
+			if (optlen != sizeof(int)) {
+				rc = cma_fail(EINVAL);
+				break;
+			}
+			if (id->state == ST_IDLE)
+				id->afonly = !!*(int *)optval;
+			else
+				rc = cma_fail(EINVAL);
+			break;
+		case RDMA_OPTION_ID_ACK_TIMEOUT:
+			if (optlen != sizeof(uint8_t)) {
+				rc = cma_fail(EINVAL);
+				break;
+			}
+			id->ack_timeout = *(uint8_t *)optval;
+			id->ack_timeout_set = 1;
+			break;
+		default:
+			rc = cma_fail(ENOSYS);
+			break;
+		}
+	} else if (level == RDMA_OPTION_IB) {
+		if (optname != RDMA_OPTION_IB_PATH)
+			rc = cma_fail(ENOSYS);
+		else if (!optlen || optlen % sizeof(struct ibv_path_data))
+			rc = cma_fail(EINVAL);
+		else
+			rc = set_ib_path(id, optval, optlen / sizeof(struct ibv_path_data));
+	} else {
+		rc = cma_fail(ENOSYS);
+	}
+	pthread_mutex_unlock(&g.lock);
+	return rc;
+}
+
+/* ---- ports ------------------------------------------------------------------------------- */
+
+CMA_EXPORT uint16_t rdma_get_src_port(struct rdma_cm_id *cm_id)
+{
+	if (!cm_id)
+		return 0;
+	return htons(cma_addr_port(&cm_id->route.addr.src_addr));
+}
+
+CMA_EXPORT uint16_t rdma_get_dst_port(struct rdma_cm_id *cm_id)
+{
+	if (!cm_id)
+		return 0;
+	return htons(cma_addr_port(&cm_id->route.addr.dst_addr));
+}

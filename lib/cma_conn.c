@@ -1,0 +1,1389 @@
+/*
+ * cma_conn.c - ids, QPs and connections: rdma_create_id / destroy_id,
+ * rdma_create_qp(_ex) / destroy_qp / init_qp_attr, connect, listen,
+ * accept, reject, establish, notify, disconnect, get_request, create_ep /
+ * destroy_ep, migrate_id, ECE; and the translation of CM engine events into
+ * rdma_cm events (as the kernel's cma_ib_handler maps ib_cm events).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/cma_int.h"
+
+/* ---- ids ---------------------------------------------------------------------------- */
+
+static enum ibv_qp_type ps_qp_type(enum rdma_port_space ps)
+{
+	return ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB ? IBV_QPT_UD : IBV_QPT_RC;
+}
+
+static int ps_valid(enum rdma_port_space ps)
+{
+	return ps == RDMA_PS_TCP || ps == RDMA_PS_UDP || ps == RDMA_PS_IB || ps == RDMA_PS_IPOIB;
+}
+
+static int is_ud(const struct cma_id *id)
+{
+	return id->id.qp_type == IBV_QPT_UD;
+}
+
+/* A new id on channel c (NULL: a private channel, synchronous). */
+static struct cma_id *id_alloc_locked(struct cma_chan *c, void *context, enum rdma_port_space ps,
+				      enum ibv_qp_type qpt)
+{
+	struct cma_id *id = calloc(1, sizeof(*id));
+
+	if (!id) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (!c) {
+		c = cma_chan_new(1);
+		if (!c) {
+			free(id);
+			return NULL;
+		}
+		id->sync = 1;
+	}
+	id->chan = c;
+	id->id.channel = &c->ch;
+	id->id.context = context;
+	id->id.ps = ps;
+	id->id.qp_type = qpt;
+	id->psn = (uint32_t)cma_random() & 0xFFFFFF;
+	id->backlog = CMA_DEFAULT_BACKLOG;
+	id->next = g.ids;
+	g.ids = id;
+	return id;
+}
+
+CMA_EXPORT int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **out,
+			      void *context, enum rdma_port_space ps)
+{
+	struct cma_id *id;
+
+	if (!out || !ps_valid(ps))
+		return cma_fail(EINVAL);
+	pthread_mutex_lock(&g.lock);
+	if (cma_init_locked() < 0) {
+		int e = errno;
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(e);
+	}
+	id = id_alloc_locked((struct cma_chan *)channel, context, ps, ps_qp_type(ps));
+	pthread_mutex_unlock(&g.lock);
+	if (!id)
+		return -1;
+	*out = &id->id;
+	return 0;
+}
+
+void cma_listen_release(struct cma_id *id)
+{
+	for (unsigned i = 0; i < id->nsvcs; i++) {
+		struct cma_svc *s = id->svcs[i];
+
+		for (unsigned j = 0; j < s->nids; j++) {
+			if (s->ids[j] == id) {
+				s->ids[j] = s->ids[--s->nids];
+				break;
+			}
+		}
+		if (!s->nids) {
+			cmp_listen_destroy(s->port->eng, s->l);
+			for (struct cma_svc **pp = &g.svcs; *pp; pp = &(*pp)->next)
+				if (*pp == s) {
+					*pp = s->next;
+					break;
+				}
+			free(s->ids);
+			free(s);
+		}
+	}
+	free(id->svcs);
+	id->svcs = NULL;
+	id->nsvcs = 0;
+}
+
+/* Tears an id down without waiting for acks: for ids the user never saw and
+ * for the last step of rdma_destroy_id. */
+void cma_id_free_locked(struct cma_id *id)
+{
+	id->destroying = 1;
+	cma_route_forget(id);
+	cma_listen_release(id);
+	if (id->conn) {
+		cmp_conn_destroy(id->port->eng, id->conn, cma_now());
+		id->conn = NULL;
+		cma_port_flush(id->port);
+		cma_kick();
+	}
+	cma_purge_events(id);
+	for (struct cma_id **pp = &g.ids; *pp; pp = &(*pp)->next)
+		if (*pp == id) {
+			*pp = id->next;
+			break;
+		}
+	if (id->sync)
+		cma_chan_free(id->chan);
+	free(id->ep_qp_attr);
+	free(id);
+}
+
+CMA_EXPORT int rdma_destroy_id(struct rdma_cm_id *cm_id)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+
+	if (!id)
+		return cma_fail(EINVAL);
+	/* A synchronous id's last event is ours to ack. */
+	if (id->sync && id->id.event) {
+		rdma_ack_cm_event(id->id.event);
+		id->id.event = NULL;
+	}
+	pthread_mutex_lock(&g.lock);
+	id->destroying = 1;
+	cma_route_forget(id);
+	cma_listen_release(id);
+	if (id->conn) {
+		cmp_conn_destroy(id->port->eng, id->conn, cma_now());
+		id->conn = NULL;
+		cma_port_flush(id->port);
+		cma_kick();
+	}
+	cma_purge_events(id);
+	/* rdma_destroy_id(3): blocks until the events handed out are acked. */
+	while (id->events_out)
+		pthread_cond_wait(&g.cond, &g.lock);
+	cma_id_free_locked(id);
+	pthread_mutex_unlock(&g.lock);
+	return 0;
+}
+
+CMA_EXPORT int rdma_migrate_id(struct rdma_cm_id *cm_id, struct rdma_event_channel *channel)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+	struct cma_chan *old, *nc;
+	struct cma_event **pp, *e;
+
+	if (!id)
+		return cma_fail(EINVAL);
+	if (id->sync && id->id.event) {
+		rdma_ack_cm_event(id->id.event);
+		id->id.event = NULL;
+	}
+	pthread_mutex_lock(&g.lock);
+	old = id->chan;
+	nc = channel ? (struct cma_chan *)channel : cma_chan_new(1);
+	if (!nc) {
+		pthread_mutex_unlock(&g.lock);
+		return -1;
+	}
+	if (old == nc) {
+		pthread_mutex_unlock(&g.lock);
+		return 0;
+	}
+	/* Pending events of the id follow it, in order. */
+	if (old) {
+		pp = &old->head;
+		old->tail = NULL;
+		while ((e = *pp)) {
+			if (e->owner == id) {
+				*pp = e->next;
+				e->next = NULL;
+				e->chan = nc;
+				if (nc->tail)
+					nc->tail->next = e;
+				else
+					nc->head = e;
+				nc->tail = e;
+				continue;
+			}
+			old->tail = e;
+			pp = &e->next;
+		}
+		cma_chan_update(old);
+	}
+	cma_chan_update(nc);
+	if (id->sync)
+		cma_chan_free(old);
+	id->chan = nc;
+	id->id.channel = &nc->ch;
+	id->sync = channel == NULL;
+	pthread_mutex_unlock(&g.lock);
+	return 0;
+}
+
+/* ---- QP attributes ---------------------------------------------------------------------- */
+
+static struct cma_dev *id_dev(const struct cma_id *id)
+{
+	return id->port ? id->port->dev : NULL;
+}
+
+static uint16_t id_pkey_index(const struct cma_id *id)
+{
+	int idx;
+
+	if (id->path_valid)
+		return id->path.pkey_index;
+	idx = cma_port_pkey_index(id->port, be16toh(id->id.route.addr.addr.ibaddr.pkey));
+	return (uint16_t)(idx >= 0 ? idx : 0);
+}
+
+/* Attributes for target from the connection, with what the library knows
+ * better than the engine: the port, our source GID index, the RQ PSN (the
+ * id's own, as the kernel CMA overrides it) and the negotiated RDMA depths. */
+static int conn_attr(struct cma_id *id, enum ibv_qp_state target, struct ibv_qp_attr *a,
+		     int *mask)
+{
+	if (cmp_conn_qp_attr(id->conn, target, a, mask) < 0)
+		return -1;
+	switch (target) {
+	case IBV_QPS_INIT:
+		a->port_num = id->id.port_num;
+		break;
+	case IBV_QPS_RTR:
+		a->ah_attr.port_num = id->id.port_num;
+		if (a->ah_attr.is_global)
+			a->ah_attr.grh.sgid_index = id->path.sgid_index;
+		a->rq_psn = id->psn;
+		if (*mask & IBV_QP_MAX_DEST_RD_ATOMIC && id->state == ST_CONNECT_REQ)
+			a->max_dest_rd_atomic = id->resp_res;
+		break;
+	case IBV_QPS_RTS:
+		if (*mask & IBV_QP_MAX_QP_RD_ATOMIC && id->state == ST_CONNECT_REQ)
+			a->max_rd_atomic = id->init_depth;
+		if (id->ack_timeout_set && (*mask & IBV_QP_TIMEOUT))
+			a->timeout = id->ack_timeout;
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+/* Attributes when there is no connection (yet): INIT of a connected QP
+ * (no remote access until the peer is known, as the kernel CMA), or the
+ * three states of a UD QP. */
+static int plain_attr(struct cma_id *id, enum ibv_qp_state target, struct ibv_qp_attr *a,
+		      int *mask)
+{
+	memset(a, 0, sizeof(*a));
+	if (!id->port)
+		return cma_fail(EINVAL);
+	switch (target) {
+	case IBV_QPS_INIT:
+		a->qp_state = IBV_QPS_INIT;
+		a->pkey_index = id_pkey_index(id);
+		a->port_num = id->id.port_num;
+		*mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+		if (is_ud(id)) {
+			a->qkey = CMA_UDP_QKEY;
+			*mask |= IBV_QP_QKEY;
+		} else {
+			a->qp_access_flags = 0;
+			*mask |= IBV_QP_ACCESS_FLAGS;
+		}
+		return 0;
+	case IBV_QPS_RTR:
+		if (!is_ud(id))
+			break;
+		a->qp_state = IBV_QPS_RTR;
+		*mask = IBV_QP_STATE;
+		return 0;
+	case IBV_QPS_RTS:
+		if (!is_ud(id))
+			break;
+		a->qp_state = IBV_QPS_RTS;
+		a->sq_psn = 0;
+		*mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+		return 0;
+	default:
+		break;
+	}
+	return cma_fail(EINVAL);
+}
+
+static int id_qp_attr(struct cma_id *id, enum ibv_qp_state target, struct ibv_qp_attr *a,
+		      int *mask)
+{
+	if (id->conn && !is_ud(id) && conn_attr(id, target, a, mask) == 0)
+		return 0;
+	if (id->conn && !is_ud(id) && target != IBV_QPS_INIT)
+		return cma_fail(EINVAL);
+	return plain_attr(id, target, a, mask);
+}
+
+static int modify(struct cma_id *id, enum ibv_qp_state target)
+{
+	struct ibv_qp_attr a;
+	int mask, rc;
+
+	if (id_qp_attr(id, target, &a, &mask) < 0)
+		return -1;
+	rc = ibv_modify_qp(id->id.qp, &a, mask);
+	if (rc)
+		return cma_fail(rc > 0 ? rc : EINVAL);
+	return 0;
+}
+
+void cma_qp_to_err(struct cma_id *id)
+{
+	struct ibv_qp_attr a;
+
+	if (!id->id.qp)
+		return;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_ERR;
+	ibv_modify_qp(id->id.qp, &a, IBV_QP_STATE);
+}
+
+CMA_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *cm_id, struct ibv_qp_attr *qp_attr,
+				 int *qp_attr_mask)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+	int rc;
+
+	if (!id || !qp_attr || !qp_attr_mask)
+		return cma_fail(EINVAL);
+	pthread_mutex_lock(&g.lock);
+	rc = id_qp_attr(id, qp_attr->qp_state, qp_attr, qp_attr_mask);
+	pthread_mutex_unlock(&g.lock);
+	return rc;
+}
+
+/* ---- QPs ------------------------------------------------------------------------------------ */
+
+static struct ibv_cq *make_cq(struct cma_id *id, int size, struct ibv_comp_channel **ch)
+{
+	struct ibv_cq *cq;
+
+	*ch = ibv_create_comp_channel(id->id.verbs);
+	if (!*ch)
+		return NULL;
+	/* CQ context = the id: rdma_get_send_comp / recv_comp check it. */
+	cq = ibv_create_cq(id->id.verbs, size > 0 ? size : 1, id, *ch, 0);
+	if (!cq) {
+		int e = errno;
+		ibv_destroy_comp_channel(*ch);
+		*ch = NULL;
+		errno = e;
+	}
+	return cq;
+}
+
+static void destroy_owned_cqs(struct cma_id *id)
+{
+	if (id->own_recv_cq && id->id.recv_cq) {
+		ibv_destroy_cq(id->id.recv_cq);
+		id->id.recv_cq = NULL;
+		if (id->id.recv_cq_channel)
+			ibv_destroy_comp_channel(id->id.recv_cq_channel);
+		id->id.recv_cq_channel = NULL;
+	}
+	if (id->own_send_cq && id->id.send_cq) {
+		ibv_destroy_cq(id->id.send_cq);
+		id->id.send_cq = NULL;
+		if (id->id.send_cq_channel)
+			ibv_destroy_comp_channel(id->id.send_cq_channel);
+		id->id.send_cq_channel = NULL;
+	}
+	id->own_recv_cq = id->own_send_cq = 0;
+}
+
+static struct ibv_pd *default_pd(struct cma_id *id)
+{
+	struct cma_dev *d = id_dev(id);
+
+	if (!d)
+		return NULL;
+	if (!d->pd)
+		d->pd = ibv_alloc_pd(d->verbs);
+	return d->pd;
+}
+
+/* Moves a fresh QP where the rdma_cm leaves it: INIT for connected QPs
+ * (RTR/RTS come with the connection), RTS for UD. */
+static int init_new_qp(struct cma_id *id)
+{
+	if (modify(id, IBV_QPS_INIT) < 0)
+		return -1;
+	if (is_ud(id) && (modify(id, IBV_QPS_RTR) < 0 || modify(id, IBV_QPS_RTS) < 0))
+		return -1;
+	return 0;
+}
+
+static int create_qp_common(struct cma_id *id, struct ibv_qp_init_attr_ex *attr, int use_ex)
+{
+	struct ibv_qp *qp;
+	int made_send = 0, made_recv = 0, e;
+
+	if (!id->id.verbs || !id->port)
+		return cma_fail(EINVAL);
+	if (id->id.qp)
+		return cma_fail(EINVAL);
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
+		attr->pd = id->id.pd ? id->id.pd : default_pd(id);
+		attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
+		if (!attr->pd)
+			return cma_fail(ENOMEM);
+	}
+	if (attr->pd->context != id->id.verbs)
+		return cma_fail(EINVAL);
+	if (!attr->send_cq) {
+		if (!id->id.send_cq) {
+			id->id.send_cq = make_cq(id, (int)attr->cap.max_send_wr, &id->id.send_cq_channel);
+			if (!id->id.send_cq)
+				goto fail;
+			id->own_send_cq = made_send = 1;
+		}
+		attr->send_cq = id->id.send_cq;
+	}
+	if (!attr->recv_cq) {
+		if (!id->id.recv_cq) {
+			id->id.recv_cq = make_cq(id, (int)attr->cap.max_recv_wr, &id->id.recv_cq_channel);
+			if (!id->id.recv_cq)
+				goto fail;
+			id->own_recv_cq = made_recv = 1;
+		}
+		attr->recv_cq = id->id.recv_cq;
+	}
+	if (!attr->srq && id->id.srq)
+		attr->srq = id->id.srq;
+	if (use_ex) {
+		qp = ibv_create_qp_ex(id->id.verbs, attr);
+	} else {
+		struct ibv_qp_init_attr ia;
+
+		memset(&ia, 0, sizeof(ia));
+		ia.qp_context = attr->qp_context;
+		ia.send_cq = attr->send_cq;
+		ia.recv_cq = attr->recv_cq;
+		ia.srq = attr->srq;
+		ia.cap = attr->cap;
+		ia.qp_type = attr->qp_type;
+		ia.sq_sig_all = attr->sq_sig_all;
+		qp = ibv_create_qp(attr->pd, &ia);
+		if (qp)
+			attr->cap = ia.cap;
+	}
+	if (!qp)
+		goto fail;
+	id->id.qp = qp;
+	if (init_new_qp(id) < 0) {
+		e = errno;
+		ibv_destroy_qp(qp);
+		id->id.qp = NULL;
+		errno = e;
+		goto fail;
+	}
+	if (!id->id.pd)
+		id->id.pd = attr->pd;
+	return 0;
+fail:
+	e = errno ? errno : ENOMEM;
+	if (made_send || made_recv) {
+		int s = id->own_send_cq, r = id->own_recv_cq;
+		id->own_send_cq = made_send;
+		id->own_recv_cq = made_recv;
+		destroy_owned_cqs(id);
+		id->own_send_cq = made_send ? 0 : s;
+		id->own_recv_cq = made_recv ? 0 : r;
+	}
+	return cma_fail(e);
+}
+
+CMA_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *cm_id, struct ibv_qp_init_attr_ex *attr)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+	int rc;
+
+	if (!id || !attr)
+		return cma_fail(EINVAL);
+	pthread_mutex_lock(&g.lock);
+	rc = create_qp_common(id, attr, 1);
+	pthread_mutex_unlock(&g.lock);
+	return rc;
+}
+
+CMA_EXPORT int rdma_create_qp(struct rdma_cm_id *cm_id, struct ibv_pd *pd,
+			      struct ibv_qp_init_attr *qp_init_attr)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+	struct ibv_qp_init_attr_ex ax;
+	int rc;
+
+	if (!id || !qp_init_attr)
+		return cma_fail(EINVAL);
+	memset(&ax, 0, sizeof(ax));
+	ax.qp_context = qp_init_attr->qp_context;
+	ax.send_cq = qp_init_attr->send_cq;
+	ax.recv_cq = qp_init_attr->recv_cq;
+	ax.srq = qp_init_attr->srq;
+	ax.cap = qp_init_attr->cap;
+	ax.qp_type = qp_init_attr->qp_type;
+	ax.sq_sig_all = qp_init_attr->sq_sig_all;
+	ax.pd = pd;
+	ax.comp_mask = pd ? IBV_QP_INIT_ATTR_PD : 0;
+	pthread_mutex_lock(&g.lock);
+	rc = create_qp_common(id, &ax, 0);
+	pthread_mutex_unlock(&g.lock);
+	if (!rc) {
+		qp_init_attr->send_cq = ax.send_cq;
+		qp_init_attr->recv_cq = ax.recv_cq;
+		qp_init_attr->srq = ax.srq;
+		qp_init_attr->cap = ax.cap;
+	}
+	return rc;
+}
+
+CMA_EXPORT void rdma_destroy_qp(struct rdma_cm_id *cm_id)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+
+	if (!id)
+		return;
+	pthread_mutex_lock(&g.lock);
+	if (id->id.qp) {
+		ibv_destroy_qp(id->id.qp);
+		id->id.qp = NULL;
+	}
+	destroy_owned_cqs(id);
+	pthread_mutex_unlock(&g.lock);
+}
+
+CMA_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *cm_id, struct ibv_srq_init_attr_ex *attr)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+	struct ibv_srq_init_attr ia;
+	struct ibv_srq *srq;
+	struct ibv_pd *pd;
+
+	if (!id || !attr)
+		return cma_fail(EINVAL);
+	pthread_mutex_lock(&g.lock);
+	if (!id->id.verbs || id->id.srq) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(EINVAL);
+	}
+	pd = (attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) && attr->pd ? attr->pd
+		: id->id.pd ? id->id.pd : default_pd(id);
+	if (!pd) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(ENOMEM);
+	}
+	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(ENOSYS); /* XRC SRQs: not in this phase */
+	}
+	memset(&ia, 0, sizeof(ia));
+	ia.srq_context = attr->srq_context;
+	ia.attr = attr->attr;
+	srq = ibv_create_srq(pd, &ia);
+	if (!srq) {
+		int e = errno;
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(e ? e : ENOMEM);
+	}
+	attr->attr = ia.attr;
+	id->id.srq = srq;
+	if (!id->id.pd)
+		id->id.pd = pd;
+	pthread_mutex_unlock(&g.lock);
+	return 0;
+}
+
+CMA_EXPORT int rdma_create_srq(struct rdma_cm_id *cm_id, struct ibv_pd *pd,
+			       struct ibv_srq_init_attr *attr)
+{
+	struct ibv_srq_init_attr_ex ax;
+	int rc;
+
+	if (!attr)
+		return cma_fail(EINVAL);
+	memset(&ax, 0, sizeof(ax));
+	ax.srq_context = attr->srq_context;
+	ax.attr = attr->attr;
+	ax.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | (pd ? IBV_SRQ_INIT_ATTR_PD : 0);
+	ax.srq_type = IBV_SRQT_BASIC;
+	ax.pd = pd;
+	rc = rdma_create_srq_ex(cm_id, &ax);
+	if (!rc)
+		attr->attr = ax.attr;
+	return rc;
+}
+
+CMA_EXPORT void rdma_destroy_srq(struct rdma_cm_id *cm_id)
+{
+	if (!cm_id)
+		return;
+	pthread_mutex_lock(&g.lock);
+	if (cm_id->srq) {
+		ibv_destroy_srq(cm_id->srq);
+		cm_id->srq = NULL;
+	}
+	pthread_mutex_unlock(&g.lock);
+}
+
+/* ---- connecting ------------------------------------------------------------------------------ */
+
+static uint8_t clamp_depth(uint8_t want, int dev_max)
+{
+	if (dev_max < 0)
+		dev_max = 0;
+	if (want == RDMA_MAX_RESP_RES || want > dev_max)
+		return (uint8_t)(dev_max > 255 ? 255 : dev_max);
+	return want;
+}
+
+static int ip_family(const struct cma_id *id)
+{
+	int f = id->id.route.addr.src_addr.sa_family;
+	return f == AF_INET || f == AF_INET6;
+}
+
+CMA_EXPORT int rdma_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *param)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+	struct cmp_req_param req;
+	uint8_t pdata[CMP_REQ_PDATA];
+	unsigned off = 0, ulen;
+	struct cma_dev *d;
+
+	if (!id)
+		return cma_fail(EINVAL);
+	pthread_mutex_lock(&g.lock);
+	if (is_ud(id)) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(ENOSYS); /* SIDR (UD service resolution): not in this phase */
+	}
+	if (id->state != ST_ROUTE_RESOLVED || !id->path_valid || (!id->id.qp && !param)) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(EINVAL);
+	}
+	ulen = param ? param->private_data_len : 0;
+	if (ip_family(id))
+		off = CMP_CMA_HDR_SIZE;
+	if (off + ulen > CMP_REQ_PDATA || (ulen && !param->private_data)) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(EINVAL);
+	}
+	if (cma_port_open(id->port) < 0) {
+		int e = errno;
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(e);
+	}
+	memset(pdata, 0, sizeof(pdata));
+	if (off && cmp_cma_hdr_build(pdata, sizeof(pdata), &id->id.route.addr.src_addr,
+				     &id->id.route.addr.dst_addr) < 0) {
+		int e = errno;
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(e);
+	}
+	if (ulen)
+		memcpy(pdata + off, param->private_data, ulen);
+	d = id_dev(id);
+	id->resp_res = clamp_depth(param ? param->responder_resources : RDMA_MAX_RESP_RES,
+				   d->attr.max_qp_rd_atom);
+	id->init_depth = clamp_depth(param ? param->initiator_depth : RDMA_MAX_INIT_DEPTH,
+				     d->attr.max_qp_init_rd_atom);
+	memset(&req, 0, sizeof(req));
+	req.primary = &id->path;
+	req.service_id = cma_service_id(id, &id->id.route.addr.dst_addr);
+	req.qpn = id->id.qp ? id->id.qp->qp_num : param->qp_num;
+	req.qp_type = id->id.qp && id->id.qp->qp_type == IBV_QPT_UC ? CMP_QPT_UC : CMP_QPT_RC;
+	req.starting_psn = id->psn;
+	req.responder_resources = id->resp_res;
+	req.initiator_depth = id->init_depth;
+	req.retry_count = param ? (param->retry_count > 7 ? 7 : param->retry_count) : 7;
+	req.rnr_retry_count = param ? (param->rnr_retry_count > 7 ? 7 : param->rnr_retry_count) : 7;
+	req.flow_control = param ? param->flow_control : 1;
+	req.srq = id->id.qp ? id->id.qp->srq != NULL : param->srq;
+	if (id->local_ece_set)
+		req.ece = id->local_ece;
+	req.private_data = pdata;
+	req.private_data_len = (uint8_t)(off + ulen);
+	if (cmp_connect(id->port->eng, &req, id, &id->conn, cma_now()) < 0) {
+		int e = errno;
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(e);
+	}
+	id->state = ST_CONNECT;
+	cma_port_flush(id->port);
+	cma_kick();
+	pthread_mutex_unlock(&g.lock);
+	return cma_sync_wait(id);
+}
+
+CMA_EXPORT int rdma_establish(struct rdma_cm_id *cm_id)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+	int rc = 0;
+
+	if (!id)
+		return cma_fail(EINVAL);
+	pthread_mutex_lock(&g.lock);
+	/* Only for ids whose QP the user owns (rdma_establish(3)). */
+	if (id->id.qp || id->state != ST_CONNECT_RESPONSE || !id->conn) {
+		rc = cma_fail(EINVAL);
+	} else if (cmp_rtu(id->port->eng, id->conn, NULL, 0, cma_now()) < 0) {
+		rc = -1;
+	} else {
+		id->state = ST_ESTABLISHED;
+		cma_port_flush(id->port);
+		cma_kick();
+	}
+	pthread_mutex_unlock(&g.lock);
+	return rc;
+}
+
+/* ---- listening ---------------------------------------------------------------------------------- */
+
+static int svc_add(struct cma_id *id, struct cma_port *p, uint64_t sid, uint64_t mask)
+{
+	struct cma_svc *s;
+	struct cma_svc **ns;
+
+	for (s = g.svcs; s; s = s->next)
+		if (s->port == p && s->sid == sid && s->mask == mask)
+			break;
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			return cma_fail(ENOMEM);
+		s->port = p;
+		s->sid = sid;
+		s->mask = mask;
+		/* The library enforces each id's backlog; the engine's is a cap. */
+		if (cmp_listen(p->eng, sid, mask, 1u << 20, s, &s->l) < 0) {
+			int e = errno;
+			free(s);
+			return cma_fail(e);
+		}
+		s->next = g.svcs;
+		g.svcs = s;
+	}
+	if (s->nids == s->cap) {
+		unsigned nc = s->cap ? s->cap * 2 : 2;
+		struct cma_id **ni = realloc(s->ids, nc * sizeof(*ni));
+		if (!ni)
+			return cma_fail(ENOMEM);
+		s->ids = ni;
+		s->cap = nc;
+	}
+	ns = realloc(id->svcs, (id->nsvcs + 1) * sizeof(*ns));
+	if (!ns)
+		return cma_fail(ENOMEM);
+	id->svcs = ns;
+	s->ids[s->nids++] = id;
+	id->svcs[id->nsvcs++] = s;
+	return 0;
+}
+
+CMA_EXPORT int rdma_listen(struct rdma_cm_id *cm_id, int backlog)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+	uint64_t sid, mask;
+	int ok = 0, err = ENODEV, e;
+
+	if (!id)
+		return cma_fail(EINVAL);
+	pthread_mutex_lock(&g.lock);
+	if (id->state == ST_LISTEN) {
+		id->backlog = backlog > 0 && backlog < CMA_DEFAULT_BACKLOG ? backlog : CMA_DEFAULT_BACKLOG;
+		pthread_mutex_unlock(&g.lock);
+		return 0;
+	}
+	if (is_ud(id)) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(ENOSYS); /* SIDR service: not in this phase */
+	}
+	if (id->state == ST_IDLE) {
+		struct sockaddr_in any;
+
+		memset(&any, 0, sizeof(any));
+		any.sin_family = AF_INET;
+		if (cma_bind_locked(id, (struct sockaddr *)&any) < 0) {
+			e = errno;
+			pthread_mutex_unlock(&g.lock);
+			return cma_fail(e);
+		}
+	}
+	if (id->state != ST_BOUND) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(EINVAL);
+	}
+	if ((e = cma_check_port_listen(id))) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(e);
+	}
+	sid = cma_service_id(id, &id->id.route.addr.src_addr);
+	mask = 0; /* exact */
+	if (id->id.route.addr.src_addr.sa_family == AF_IB) {
+		mask = be64toh(((struct sockaddr_ib *)&id->id.route.addr.src_addr)->sib_sid_mask);
+		if (mask == ~0ULL)
+			mask = 0;
+	}
+	/* A specific address listens on its port; a wildcard on every port. */
+	for (int dv = 0; dv < g.ndevs; dv++) {
+		for (int i = 0; i < g.devs[dv].nports; i++) {
+			struct cma_port *p = &g.devs[dv].ports[i];
+
+			if (id->port && p != id->port)
+				continue;
+			if (cma_port_open(p) < 0 || svc_add(id, p, sid, mask) < 0) {
+				err = errno;
+				continue;
+			}
+			ok++;
+		}
+	}
+	if (!ok) {
+		cma_listen_release(id);
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(err);
+	}
+	id->backlog = backlog > 0 && backlog < CMA_DEFAULT_BACKLOG ? backlog : CMA_DEFAULT_BACKLOG;
+	id->state = ST_LISTEN;
+	cma_kick();
+	pthread_mutex_unlock(&g.lock);
+	return 0;
+}
+
+CMA_EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **out)
+{
+	struct cma_id *lid = cma_id_of(listen);
+	struct rdma_cm_event *ev;
+	struct cma_id *nid;
+
+	if (!lid || !out || !lid->sync)
+		return cma_fail(EINVAL);
+	if (listen->event) {
+		rdma_ack_cm_event(listen->event);
+		listen->event = NULL;
+	}
+	if (rdma_get_cm_event(listen->channel, &ev) < 0)
+		return -1;
+	if (ev->status || ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
+		int e = ev->event == RDMA_CM_EVENT_REJECTED ? ECONNREFUSED
+			: ev->status < 0 ? -ev->status : ev->status ? ev->status : EINVAL;
+		listen->event = ev;
+		return cma_fail(e);
+	}
+	nid = cma_id_of(ev->id);
+	if (lid->ep_qp_attr) {
+		struct ibv_qp_init_attr a = *lid->ep_qp_attr;
+		if (rdma_create_qp(&nid->id, listen->pd, &a) < 0) {
+			listen->event = ev;
+			return -1;
+		}
+	}
+	/* The new id holds its connect request until it is answered. */
+	nid->id.event = ev;
+	*out = &nid->id;
+	return 0;
+}
+
+/* ---- answering ----------------------------------------------------------------------------------- */
+
+CMA_EXPORT int rdma_accept(struct rdma_cm_id *cm_id, struct rdma_conn_param *param)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+	struct cmp_rep_param rep;
+	struct cma_dev *d;
+	int e;
+
+	if (!id)
+		return cma_fail(EINVAL);
+	pthread_mutex_lock(&g.lock);
+	if (is_ud(id)) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(ENOSYS);
+	}
+	if (id->state != ST_CONNECT_REQ || !id->conn || (!id->id.qp && !param) ||
+	    (param && param->private_data_len > CMP_REP_PDATA) ||
+	    (param && param->private_data_len && !param->private_data)) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(EINVAL);
+	}
+	d = id_dev(id);
+	if (param) {
+		if (param->responder_resources != RDMA_MAX_RESP_RES &&
+		    param->responder_resources < id->resp_res)
+			id->resp_res = param->responder_resources;
+		if (param->initiator_depth != RDMA_MAX_INIT_DEPTH &&
+		    param->initiator_depth < id->init_depth)
+			id->init_depth = param->initiator_depth;
+	}
+	id->resp_res = clamp_depth(id->resp_res, d->attr.max_qp_rd_atom);
+	id->init_depth = clamp_depth(id->init_depth, d->attr.max_qp_init_rd_atom);
+	if (id->id.qp) {
+		/* Ready to receive and send before the REP leaves, as the kernel
+		 * CMA does: the peer may send as soon as it has the REP. */
+		if (modify(id, IBV_QPS_INIT) < 0 || modify(id, IBV_QPS_RTR) < 0 ||
+		    modify(id, IBV_QPS_RTS) < 0) {
+			e = errno;
+			cmp_reject(id->port->eng, id->conn, CMA_REJ_CONSUMER_DEFINED, NULL, 0, NULL, 0,
+				   cma_now());
+			id->state = ST_ERROR;
+			cma_port_flush(id->port);
+			cma_kick();
+			pthread_mutex_unlock(&g.lock);
+			return cma_fail(e);
+		}
+	}
+	memset(&rep, 0, sizeof(rep));
+	rep.qpn = id->id.qp ? id->id.qp->qp_num : param->qp_num;
+	rep.starting_psn = id->psn;
+	rep.responder_resources = id->resp_res;
+	rep.initiator_depth = id->init_depth;
+	rep.flow_control = param ? param->flow_control : 0;
+	rep.rnr_retry_count = param ? (param->rnr_retry_count > 7 ? 7 : param->rnr_retry_count) : 7;
+	rep.srq = id->id.qp ? id->id.qp->srq != NULL : param->srq;
+	if (id->local_ece_set)
+		rep.ece = id->local_ece;
+	if (param && param->private_data_len) {
+		rep.private_data = param->private_data;
+		rep.private_data_len = param->private_data_len;
+	}
+	if (cmp_accept(id->port->eng, id->conn, &rep, cma_now()) < 0) {
+		e = errno;
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(e);
+	}
+	id->state = ST_ACCEPTED;
+	cma_port_flush(id->port);
+	cma_kick();
+	pthread_mutex_unlock(&g.lock);
+	return cma_sync_wait(id);
+}
+
+static int reject_common(struct rdma_cm_id *cm_id, const void *pdata, uint8_t len,
+			 uint16_t reason)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+	int rc = 0;
+
+	if (!id || len > CMP_REJ_PDATA || (len && !pdata))
+		return cma_fail(EINVAL);
+	pthread_mutex_lock(&g.lock);
+	if (!id->conn || (id->state != ST_CONNECT_REQ && id->state != ST_CONNECT_RESPONSE)) {
+		rc = cma_fail(EINVAL);
+	} else if (cmp_reject(id->port->eng, id->conn, reason, NULL, 0, pdata, len, cma_now()) < 0) {
+		rc = -1;
+	} else {
+		id->state = ST_ERROR;
+		cma_port_flush(id->port);
+		cma_kick();
+	}
+	pthread_mutex_unlock(&g.lock);
+	return rc;
+}
+
+CMA_EXPORT int rdma_reject(struct rdma_cm_id *cm_id, const void *private_data,
+			   uint8_t private_data_len)
+{
+	return reject_common(cm_id, private_data, private_data_len, CMA_REJ_CONSUMER_DEFINED);
+}
+
+CMA_EXPORT int rdma_reject_ece(struct rdma_cm_id *cm_id, const void *private_data,
+			       uint8_t private_data_len)
+{
+	return reject_common(cm_id, private_data, private_data_len,
+			     CMA_REJ_VENDOR_OPTION_NOT_SUPPORTED);
+}
+
+CMA_EXPORT int rdma_notify(struct rdma_cm_id *cm_id, enum ibv_event_type event)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+	int rc = 0;
+
+	if (!id)
+		return cma_fail(EINVAL);
+	pthread_mutex_lock(&g.lock);
+	if (!id->conn) {
+		rc = cma_fail(EINVAL);
+	} else if (event == IBV_EVENT_COMM_EST) {
+		/* Data arrived before the RTU: established now. */
+		rc = cmp_notify(id->port->eng, id->conn, cma_now());
+		cma_port_flush(id->port);
+	} else if (event != IBV_EVENT_LID_CHANGE && event != IBV_EVENT_PATH_MIG) {
+		rc = cma_fail(EINVAL);
+	}
+	pthread_mutex_unlock(&g.lock);
+	return rc;
+}
+
+CMA_EXPORT int rdma_disconnect(struct rdma_cm_id *cm_id)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+	int sent = 0;
+
+	if (!id)
+		return cma_fail(EINVAL);
+	pthread_mutex_lock(&g.lock);
+	if (!id->conn) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(EINVAL);
+	}
+	cma_qp_to_err(id);
+	switch (cmp_conn_state(id->conn)) {
+	case CMP_ESTABLISHED: /* send DREQ */
+	case CMP_DREQ_RCVD:   /* answer the peer's with DREP */
+		if (cmp_disconnect(id->port->eng, id->conn, NULL, 0, cma_now()) == 0)
+			sent = 1;
+		break;
+	default:
+		/* Nothing to say on the wire (as the kernel: not an error). */
+		break;
+	}
+	id->disconnect_called = 1;
+	cma_port_flush(id->port);
+	cma_kick();
+	pthread_mutex_unlock(&g.lock);
+	/* A synchronous id waits for its DISCONNECTED event. */
+	if (id->sync && sent)
+		return cma_sync_wait(id);
+	return 0;
+}
+
+/* ---- ECE ------------------------------------------------------------------------------------------- */
+
+CMA_EXPORT int rdma_set_local_ece(struct rdma_cm_id *cm_id, struct ibv_ece *ece)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+
+	if (!id || !ece || ece->comp_mask)
+		return cma_fail(EINVAL);
+	pthread_mutex_lock(&g.lock);
+	id->local_ece.vendor_id = ece->vendor_id & 0xFFFFFF;
+	id->local_ece.attr_mod = ece->options;
+	id->local_ece_set = 1;
+	pthread_mutex_unlock(&g.lock);
+	return 0;
+}
+
+CMA_EXPORT int rdma_get_remote_ece(struct rdma_cm_id *cm_id, struct ibv_ece *ece)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+
+	if (!id || !ece)
+		return cma_fail(EINVAL);
+	pthread_mutex_lock(&g.lock);
+	ece->vendor_id = id->remote_ece.vendor_id;
+	ece->options = id->remote_ece.attr_mod;
+	ece->comp_mask = 0;
+	pthread_mutex_unlock(&g.lock);
+	return 0;
+}
+
+/* ---- endpoints ---------------------------------------------------------------------------------------- */
+
+CMA_EXPORT int rdma_create_ep(struct rdma_cm_id **out, struct rdma_addrinfo *res,
+			      struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr)
+{
+	struct rdma_cm_id *cm_id;
+	struct cma_id *id;
+	int e;
+
+	if (!out || !res)
+		return cma_fail(EINVAL);
+	if (rdma_create_id(NULL, &cm_id, NULL,
+			   res->ai_port_space ? (enum rdma_port_space)res->ai_port_space : RDMA_PS_TCP) < 0)
+		return -1;
+	id = cma_id_of(cm_id);
+	pthread_mutex_lock(&g.lock);
+	if (res->ai_qp_type)
+		id->id.qp_type = (enum ibv_qp_type)res->ai_qp_type;
+	pthread_mutex_unlock(&g.lock);
+	if (res->ai_flags & RAI_PASSIVE) {
+		if (!res->ai_src_addr || rdma_bind_addr(cm_id, res->ai_src_addr) < 0)
+			goto fail;
+		if (qp_init_attr) {
+			id->ep_qp_attr = malloc(sizeof(*qp_init_attr));
+			if (!id->ep_qp_attr) {
+				errno = ENOMEM;
+				goto fail;
+			}
+			*id->ep_qp_attr = *qp_init_attr;
+			/* The QP type comes from the addrinfo (rdma_create_ep(3)). */
+			id->ep_qp_attr->qp_type = id->id.qp_type;
+		}
+		cm_id->pd = pd;
+		*out = cm_id;
+		return 0;
+	}
+	if (rdma_resolve_addr(cm_id, res->ai_src_addr, res->ai_dst_addr, 2000) < 0)
+		goto fail;
+	if (res->ai_route_len && res->ai_route) {
+		if (rdma_set_option(cm_id, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, res->ai_route,
+				    res->ai_route_len) < 0 || cma_sync_wait(id) < 0)
+			goto fail;
+	} else if (rdma_resolve_route(cm_id, 2000) < 0) {
+		goto fail;
+	}
+	if (qp_init_attr) {
+		qp_init_attr->qp_type = id->id.qp_type;
+		if (rdma_create_qp(cm_id, pd, qp_init_attr) < 0)
+			goto fail;
+	}
+	*out = cm_id;
+	return 0;
+fail:
+	e = errno;
+	rdma_destroy_id(cm_id);
+	return cma_fail(e);
+}
+
+CMA_EXPORT void rdma_destroy_ep(struct rdma_cm_id *cm_id)
+{
+	if (!cm_id)
+		return;
+	if (cm_id->qp)
+		rdma_destroy_qp(cm_id);
+	if (cm_id->srq)
+		rdma_destroy_srq(cm_id);
+	rdma_destroy_id(cm_id);
+}
+
+/* ---- engine events -> rdma_cm events ----------------------------------------------------------------------- */
+
+/* The conn parameters an event reports, from our side's point of view (the
+ * kernel CM swaps the peer's responder resources and initiator depth). */
+static void conn_event_params(struct cma_event *e, const struct cmp_event *ev)
+{
+	struct rdma_conn_param *c = &e->ev.param.conn;
+
+	c->responder_resources = ev->initiator_depth;
+	c->initiator_depth = ev->responder_resources;
+	c->flow_control = ev->flow_control;
+	c->retry_count = ev->retry_count;
+	c->rnr_retry_count = ev->rnr_retry_count;
+	c->srq = ev->srq;
+	c->qp_num = ev->remote_qpn;
+}
+
+static void sockaddr_ib_make(struct sockaddr_ib *s, const uint8_t gid[16], uint16_t pkey,
+			     uint64_t sid)
+{
+	memset(s, 0, sizeof(*s));
+	s->sib_family = AF_IB;
+	s->sib_pkey = htobe16(pkey);
+	memcpy(&s->sib_addr, gid, 16);
+	s->sib_sid = htobe64(sid);
+	s->sib_sid_mask = htobe64(~0ULL);
+}
+
+static void reject_unseen(struct cma_port *p, struct cmp_conn *c, uint16_t reason)
+{
+	cmp_reject(p->eng, c, reason, NULL, 0, NULL, 0, cma_now());
+	cmp_conn_destroy(p->eng, c, cma_now());
+}
+
+static void on_req(struct cma_port *p, const struct cmp_event *ev)
+{
+	struct cma_svc *s = ev->listen_ctx;
+	struct sockaddr_storage peer, ours;
+	struct cma_id *best = NULL, *wild = NULL, *ib = NULL, *nid;
+	struct cma_event *e;
+	struct cma_dev *d = p->dev;
+	enum cmp_ps ps;
+	uint16_t port = 0;
+	int hdr = -1;
+
+	if (cmp_sid_split(ev->service_id, &ps, &port) == 0)
+		hdr = cmp_cma_hdr_parse(ev->private_data, ev->private_data_len, port, &peer, &ours);
+	for (unsigned i = 0; s && i < s->nids; i++) {
+		struct cma_id *l = s->ids[i];
+		const struct sockaddr *la = &l->id.route.addr.src_addr;
+
+		if (l->destroying)
+			continue;
+		if (la->sa_family == AF_IB) {
+			if (!ib)
+				ib = l;
+			continue;
+		}
+		if (hdr < 0)
+			continue;
+		if (cma_addr_equal(la, (struct sockaddr *)&ours)) {
+			best = l;
+			break;
+		}
+		if (cma_addr_any(la) && !wild &&
+		    (la->sa_family == ours.ss_family ||
+		     (la->sa_family == AF_INET6 && ours.ss_family == AF_INET && !l->afonly)))
+			wild = l;
+	}
+	if (!best)
+		best = wild ? wild : ib;
+	if (!best) {
+		reject_unseen(p, ev->conn, CMA_REJ_INVALID_SERVICE_ID);
+		return;
+	}
+	if (best->id.route.addr.src_addr.sa_family == AF_IB)
+		hdr = -1;
+	if (best->backlog_used >= best->backlog) {
+		reject_unseen(p, ev->conn, CMA_REJ_CONSUMER_DEFINED);
+		return;
+	}
+	nid = id_alloc_locked(best->sync ? NULL : best->chan, best->id.context, best->id.ps,
+			      best->id.qp_type);
+	if (!nid) {
+		reject_unseen(p, ev->conn, CMA_REJ_CONSUMER_DEFINED);
+		return;
+	}
+	cma_set_bound_port(nid, p);
+	if (hdr == 0) {
+		memcpy(&nid->id.route.addr.src_storage, &ours, sizeof(ours));
+		memcpy(&nid->id.route.addr.dst_storage, &peer, sizeof(peer));
+	} else {
+		sockaddr_ib_make((struct sockaddr_ib *)&nid->id.route.addr.src_storage, ev->path.sgid,
+				 ev->path.pkey, ev->service_id);
+		sockaddr_ib_make((struct sockaddr_ib *)&nid->id.route.addr.dst_storage, ev->path.dgid,
+				 ev->path.pkey, ev->service_id);
+	}
+	memcpy(&nid->id.route.addr.addr.ibaddr.sgid, ev->path.sgid, 16);
+	memcpy(&nid->id.route.addr.addr.ibaddr.dgid, ev->path.dgid, 16);
+	nid->id.route.addr.addr.ibaddr.pkey = htobe16(ev->path.pkey);
+	nid->path = ev->path;
+	{
+		int idx = cma_port_gid_index(p, ev->path.sgid);
+		nid->path.sgid_index = (uint8_t)(idx >= 0 ? idx : 0);
+	}
+	nid->path.port_num = p->port_num;
+	nid->path.roce = p->roce;
+	nid->path_valid = 1;
+	cma_path_to_rec(&nid->path, &nid->path_rec);
+	nid->id.route.path_rec = &nid->path_rec;
+	nid->id.route.num_paths = 1;
+	nid->resp_res = clamp_depth(ev->initiator_depth, d->attr.max_qp_rd_atom);
+	nid->init_depth = clamp_depth(ev->responder_resources, d->attr.max_qp_init_rd_atom);
+	nid->remote_ece = ev->ece;
+	nid->conn = ev->conn;
+	cmp_conn_set_ctx(ev->conn, nid);
+	nid->state = ST_CONNECT_REQ;
+
+	e = cma_event_new(nid, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+	if (!e) {
+		cma_id_free_locked(nid);
+		return;
+	}
+	e->owner = best;
+	e->ev.listen_id = &best->id;
+	{
+		unsigned off = hdr == 0 ? CMP_CMA_HDR_SIZE : 0;
+		unsigned len = ev->private_data_len > off ? ev->private_data_len - off : 0;
+		cma_event_pdata(e, ev->private_data + off, len);
+	}
+	conn_event_params(e, ev);
+	cma_event_queue(e);
+}
+
+static void on_rep(struct cma_id *id, const struct cmp_event *ev)
+{
+	struct cma_port *p = id->port;
+	struct cma_event *e;
+
+	id->remote_ece = ev->ece;
+	if (!id->id.qp) {
+		/* The user owns the QP: it moves it and calls rdma_establish. */
+		id->state = ST_CONNECT_RESPONSE;
+		e = cma_event_new(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
+	} else if (modify(id, IBV_QPS_INIT) < 0 || modify(id, IBV_QPS_RTR) < 0 ||
+		   modify(id, IBV_QPS_RTS) < 0) {
+		int err = errno;
+		cmp_reject(p->eng, id->conn, CMA_REJ_CONSUMER_DEFINED, NULL, 0, NULL, 0, cma_now());
+		cma_qp_to_err(id);
+		id->state = ST_ERROR;
+		e = cma_event_new(id, RDMA_CM_EVENT_CONNECT_ERROR, -err);
+	} else {
+		cmp_rtu(p->eng, id->conn, NULL, 0, cma_now());
+		id->state = ST_ESTABLISHED;
+		e = cma_event_new(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+	}
+	if (!e)
+		return;
+	if (e->ev.event != RDMA_CM_EVENT_CONNECT_ERROR) {
+		cma_event_pdata(e, ev->private_data, ev->private_data_len);
+		conn_event_params(e, ev);
+	}
+	cma_event_queue(e);
+}
+
+static void disconnected(struct cma_id *id, int status)
+{
+	struct cma_event *e;
+
+	id->state = ST_DISCONNECTED;
+	if (id->disc_queued)
+		return; /* once per connection */
+	id->disc_queued = 1;
+	e = cma_event_new(id, RDMA_CM_EVENT_DISCONNECTED, status);
+	cma_event_queue(e);
+}
+
+void cma_handle_cm_event(struct cma_port *p, const struct cmp_event *ev)
+{
+	struct cma_id *id = ev->ctx;
+	struct cma_event *e;
+
+	if (ev->type == CMP_EV_REQ_RECEIVED) {
+		on_req(p, ev);
+		return;
+	}
+	if (ev->type == CMP_EV_SIDR_REQ_RECEIVED) {
+		/* No SIDR service in this phase: the engine answers "rejected". */
+		cmp_conn_destroy(p->eng, ev->conn, cma_now());
+		return;
+	}
+	if (!id || id->destroying)
+		return;
+	switch (ev->type) {
+	case CMP_EV_REP_RECEIVED:
+		on_rep(id, ev);
+		break;
+	case CMP_EV_RTU_RECEIVED:
+	case CMP_EV_USER_ESTABLISHED:
+		id->state = ST_ESTABLISHED;
+		cma_event_queue(cma_event_new(id, RDMA_CM_EVENT_ESTABLISHED, 0));
+		break;
+	case CMP_EV_REJ_RECEIVED:
+		cma_qp_to_err(id);
+		id->state = ST_ERROR;
+		e = cma_event_new(id, RDMA_CM_EVENT_REJECTED, ev->reason);
+		if (e) {
+			cma_event_pdata(e, ev->private_data, ev->private_data_len);
+			cma_event_queue(e);
+		}
+		break;
+	case CMP_EV_REQ_ERROR:
+	case CMP_EV_REP_ERROR:
+		cma_qp_to_err(id);
+		id->state = ST_ERROR;
+		cma_event_queue(cma_event_new(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT));
+		break;
+	case CMP_EV_DREQ_RECEIVED:
+		/* Both sides said goodbye at once: our DREQ crossed theirs. */
+		if (id->disconnect_called)
+			cmp_disconnect(p->eng, id->conn, NULL, 0, cma_now());
+		disconnected(id, 0);
+		break;
+	case CMP_EV_DREP_RECEIVED:
+		disconnected(id, 0);
+		break;
+	case CMP_EV_DREQ_ERROR:
+		disconnected(id, -ETIMEDOUT);
+		break;
+	case CMP_EV_TIMEWAIT_EXIT:
+		cma_event_queue(cma_event_new(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0));
+		break;
+	default:
+		/* MRA_RECEIVED, LAP_RECEIVED (answered by the engine), SIDR: nothing. */
+		break;
+	}
+}

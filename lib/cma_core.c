@@ -1,0 +1,721 @@
+/*
+ * cma_core.c - library state, devices and ports, the progress thread, event
+ * channels and events.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/cma_int.h"
+#include "umad/um_trace.h"
+
+struct cma_global g = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.cond = PTHREAD_COND_INITIALIZER,
+	.wake_fd = -1,
+};
+
+/* ---- time, randomness, environment ----------------------------------------- */
+
+cmp_time cma_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (cmp_time)ts.tv_sec * 1000000000u + (cmp_time)ts.tv_nsec;
+}
+
+uint64_t cma_random(void)
+{
+	/* splitmix64 over a seed from getrandom (fallback: time and pid). */
+	uint64_t z;
+
+	if (!g.rng) {
+		if (getrandom(&g.rng, sizeof(g.rng), GRND_NONBLOCK) != sizeof(g.rng))
+			g.rng = cma_now() ^ ((uint64_t)getpid() << 32);
+	}
+	z = (g.rng += 0x9E3779B97F4A7C15ULL);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+	return z ^ (z >> 31);
+}
+
+static long env_long(const char *name, long dflt)
+{
+	const char *v = getenv(name);
+	char *end;
+	long x;
+
+	if (!v || !*v)
+		return dflt;
+	x = strtol(v, &end, 0);
+	return *end ? dflt : x;
+}
+
+/* ---- devices and ports ------------------------------------------------------- */
+
+void cma_port_refresh(struct cma_port *p)
+{
+	struct ibv_context *v = p->dev->verbs;
+	int n;
+
+	if (ibv_query_port(v, p->port_num, &p->attr))
+		return;
+	p->roce = p->attr.link_layer == IBV_LINK_LAYER_ETHERNET;
+	n = p->attr.gid_tbl_len > 0 ? p->attr.gid_tbl_len : 1;
+	if (n > 256)
+		n = 256;
+	if (n != p->ngids) {
+		union ibv_gid *ng = realloc(p->gids, (size_t)n * sizeof(*ng));
+		if (!ng)
+			return;
+		p->gids = ng;
+		p->ngids = n;
+	}
+	for (int i = 0; i < p->ngids; i++)
+		if (ibv_query_gid(v, p->port_num, i, &p->gids[i]))
+			memset(&p->gids[i], 0, sizeof(p->gids[i]));
+	n = p->attr.pkey_tbl_len > 0 ? p->attr.pkey_tbl_len : 1;
+	if (n > 128)
+		n = 128;
+	if (n != p->npkeys) {
+		uint16_t *np = realloc(p->pkeys, (size_t)n * sizeof(*np));
+		if (!np)
+			return;
+		p->pkeys = np;
+		p->npkeys = n;
+	}
+	for (int i = 0; i < p->npkeys; i++) {
+		__be16 k;
+		if (ibv_query_pkey(v, p->port_num, i, &k))
+			k = i ? 0 : htobe16(0xFFFF);
+		p->pkeys[i] = be16toh(k);
+	}
+}
+
+static int open_devices(void)
+{
+	struct ibv_device **list;
+	int n = 0;
+
+	list = ibv_get_device_list(&n);
+	if (!list || n <= 0) {
+		if (list)
+			ibv_free_device_list(list);
+		errno = ENODEV;
+		return -1;
+	}
+	g.devs = calloc((size_t)n, sizeof(*g.devs));
+	if (!g.devs) {
+		ibv_free_device_list(list);
+		errno = ENOMEM;
+		return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		struct cma_dev *d = &g.devs[g.ndevs];
+
+		d->verbs = ibv_open_device(list[i]);
+		if (!d->verbs)
+			continue;
+		if (ibv_query_device(d->verbs, &d->attr)) {
+			ibv_close_device(d->verbs);
+			continue;
+		}
+		snprintf(d->name, sizeof(d->name), "%s", ibv_get_device_name(list[i]));
+		d->guid = be64toh(ibv_get_device_guid(list[i]));
+		d->nports = d->attr.phys_port_cnt;
+		d->ports = calloc((size_t)d->nports, sizeof(*d->ports));
+		if (!d->ports) {
+			ibv_close_device(d->verbs);
+			continue;
+		}
+		for (int pn = 0; pn < d->nports; pn++) {
+			d->ports[pn].dev = d;
+			d->ports[pn].port_num = (uint8_t)(pn + 1);
+			cma_port_refresh(&d->ports[pn]);
+		}
+		g.ndevs++;
+	}
+	ibv_free_device_list(list);
+	if (!g.ndevs) {
+		free(g.devs);
+		g.devs = NULL;
+		errno = ENODEV;
+		return -1;
+	}
+	return 0;
+}
+
+int cma_init_locked(void)
+{
+	long v;
+
+	if (g.inited)
+		return 0;
+	if (open_devices() < 0)
+		return -1;
+	cmp_settings_default(&g.settings);
+	um_trace_from_env(&g.settings);
+	/* Knobs for tests and for fabrics where the kernel formulas give very
+	 * long timers (docs/library.md). */
+	if ((v = env_long("USCM_CM_RESPONSE_TIMEOUT", -1)) >= 0 && v <= 31)
+		g.settings.cm_response_timeout = (uint8_t)v;
+	if ((v = env_long("USCM_CM_RETRIES", -1)) >= 0 && v <= 15)
+		g.settings.max_cm_retries = (uint8_t)v;
+	if ((v = env_long("USCM_CM_MAX_TIMER_MS", -1)) >= 0)
+		g.settings.max_timer_ns = (cmp_time)v * 1000000u;
+	if ((v = env_long("USCM_TIMEWAIT_MS", -1)) >= 0)
+		g.settings.timewait_ns = (cmp_time)v * 1000000u;
+	g.path_cache_ns = (uint64_t)env_long("USCM_PATH_CACHE_MS", 60000) * 1000000u;
+	g.sa_timeout_min_ms = (int)env_long("USCM_SA_TIMEOUT_MIN_MS", 100);
+	g.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (g.wake_fd < 0)
+		return -1;
+	g.inited = 1;
+	return 0;
+}
+
+struct cma_dev *cma_dev_of_verbs(struct ibv_context *verbs)
+{
+	for (int i = 0; i < g.ndevs; i++)
+		if (g.devs[i].verbs == verbs)
+			return &g.devs[i];
+	return NULL;
+}
+
+int cma_port_gid_index(struct cma_port *p, const uint8_t gid[16])
+{
+	for (int i = 0; i < p->ngids; i++)
+		if (!memcmp(p->gids[i].raw, gid, 16))
+			return i;
+	return -1;
+}
+
+struct cma_port *cma_port_of_gid(const uint8_t gid[16], int *gid_index)
+{
+	static const uint8_t zero[16];
+
+	if (!memcmp(gid, zero, 16))
+		return NULL;
+	for (int pass = 0; pass < 2; pass++) {
+		for (int d = 0; d < g.ndevs; d++) {
+			for (int i = 0; i < g.devs[d].nports; i++) {
+				struct cma_port *p = &g.devs[d].ports[i];
+				int idx;
+
+				if (pass)
+					cma_port_refresh(p); /* the table may have changed */
+				idx = cma_port_gid_index(p, gid);
+				if (idx >= 0) {
+					if (gid_index)
+						*gid_index = idx;
+					return p;
+				}
+			}
+		}
+	}
+	return NULL;
+}
+
+int cma_port_pkey_index(struct cma_port *p, uint16_t pkey)
+{
+	for (int i = 0; i < p->npkeys; i++)
+		if ((p->pkeys[i] & 0x7FFF) == (pkey & 0x7FFF) && (p->pkeys[i] & 0x7FFF))
+			return i;
+	return -1;
+}
+
+/* ---- the progress thread ------------------------------------------------------ */
+
+void cma_kick(void)
+{
+	uint64_t one = 1;
+
+	if (g.wake_fd >= 0 && write(g.wake_fd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: the counter is already non-zero, so it is awake. */
+	}
+}
+
+void cma_port_flush(struct cma_port *p)
+{
+	struct cmp_tx tx;
+	struct cmp_event ev;
+	int more;
+
+	if (!p || !p->eng)
+		return;
+	do {
+		more = 0;
+		while (cmp_engine_poll_tx(p->eng, &tx)) {
+			more = 1;
+			if (um_port_send_cm(p->um, &tx.dst, tx.mad) < 0 && getenv("USCM_DEBUG"))
+				fprintf(stderr, "uscm: %s:%u: MAD send failed: %s\n", p->dev->name,
+					p->port_num, strerror(errno));
+		}
+		while (cmp_engine_poll_event(p->eng, &ev)) {
+			more = 1;
+			cma_handle_cm_event(p, &ev);
+		}
+	} while (more);
+}
+
+static void progress_rx(struct cma_port *p)
+{
+	struct um_rx rx;
+	int r;
+
+	while ((r = um_port_recv(p->um, &rx)) == 1) {
+		if (rx.agent == UM_AGENT_CM) {
+			if (!rx.status)
+				cmp_engine_recv(p->eng, &rx.src, rx.mad, rx.len, cma_now());
+		} else {
+			um_sa_client_handle(p->sa, &rx);
+		}
+		cma_port_flush(p);
+	}
+}
+
+#define MAX_POLL 64
+
+static void *progress_main(void *arg)
+{
+	struct pollfd fds[MAX_POLL];
+	struct cma_port *who[MAX_POLL];
+
+	(void)arg;
+	pthread_mutex_lock(&g.lock);
+	for (;;) {
+		cmp_time next = CMP_TIME_NEVER, now;
+		struct timespec ts, *tsp = NULL;
+		int n = 0;
+
+		fds[n].fd = g.wake_fd;
+		fds[n].events = POLLIN;
+		who[n++] = NULL;
+		for (int d = 0; d < g.ndevs; d++) {
+			for (int i = 0; i < g.devs[d].nports; i++) {
+				struct cma_port *p = &g.devs[d].ports[i];
+				cmp_time e;
+
+				if (!p->eng || n >= MAX_POLL)
+					continue;
+				fds[n].fd = um_port_fd(p->um);
+				fds[n].events = POLLIN;
+				who[n++] = p;
+				e = cmp_engine_get_expiry(p->eng);
+				if (e < next)
+					next = e;
+			}
+		}
+		if (next != CMP_TIME_NEVER) {
+			now = cma_now();
+			cmp_time d = next > now ? next - now : 0;
+			ts.tv_sec = (time_t)(d / 1000000000u);
+			ts.tv_nsec = (long)(d % 1000000000u);
+			tsp = &ts;
+		}
+		pthread_mutex_unlock(&g.lock);
+		if (ppoll(fds, (nfds_t)n, tsp, NULL) < 0 && errno != EINTR) {
+			/* Nothing sensible to do but retry after a pause. */
+			struct timespec pause = { 0, 10000000 };
+			nanosleep(&pause, NULL);
+		}
+		pthread_mutex_lock(&g.lock);
+		if (fds[0].revents & POLLIN) {
+			uint64_t v;
+			if (read(g.wake_fd, &v, sizeof(v)) < 0) {
+				/* raced with another read: nothing pending */
+			}
+		}
+		for (int i = 1; i < n; i++)
+			if (fds[i].revents & (POLLIN | POLLERR))
+				progress_rx(who[i]);
+		now = cma_now();
+		for (int d = 0; d < g.ndevs; d++) {
+			for (int i = 0; i < g.devs[d].nports; i++) {
+				struct cma_port *p = &g.devs[d].ports[i];
+
+				if (!p->eng)
+					continue;
+				if (cmp_engine_get_expiry(p->eng) <= now)
+					cmp_engine_handle_expiry(p->eng, now);
+				cma_port_flush(p);
+			}
+		}
+	}
+	return NULL;
+}
+
+static int start_thread(void)
+{
+	sigset_t all, old;
+	int rc;
+
+	if (g.thread_started)
+		return 0;
+	/* The thread takes no signal: the application's handlers run elsewhere. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&g.thread, NULL, progress_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		errno = rc;
+		return -1;
+	}
+	pthread_detach(g.thread);
+	g.thread_started = 1;
+	return 0;
+}
+
+int cma_port_open(struct cma_port *p)
+{
+	struct cmp_settings s;
+	char err[256] = "";
+
+	if (p->eng)
+		return 0;
+	if (um_port_open(p->dev->name, p->port_num, UM_OPEN_CM | (p->roce ? 0 : UM_OPEN_SA),
+			 &p->um, err, sizeof(err)) < 0) {
+		int e = errno;
+		/* Say it once per port: the cause rarely changes. */
+		if (p->open_errno != e || strcmp(p->open_err, err)) {
+			fprintf(stderr, "uscm: %s\n", err[0] ? err : strerror(e));
+			p->open_errno = e;
+			snprintf(p->open_err, sizeof(p->open_err), "%s", err);
+		}
+		errno = e;
+		return -1;
+	}
+	s = g.settings;
+	s.local_ca_guid = p->dev->guid;
+	s.local_ca_ack_delay = p->dev->attr.local_ca_ack_delay;
+	s.seed = cma_random();
+	p->eng = cmp_engine_new(&s);
+	if (!p->eng) {
+		um_port_close(p->um);
+		p->um = NULL;
+		errno = ENOMEM;
+		return -1;
+	}
+	if (!p->roce) {
+		p->sa = um_sa_client_new(p->um, (uint32_t)cma_random());
+		if (!p->sa) {
+			cmp_engine_free(p->eng);
+			p->eng = NULL;
+			um_port_close(p->um);
+			p->um = NULL;
+			errno = ENOMEM;
+			return -1;
+		}
+	}
+	if (start_thread() < 0) {
+		int e = errno;
+		um_sa_client_free(p->sa);
+		p->sa = NULL;
+		cmp_engine_free(p->eng);
+		p->eng = NULL;
+		um_port_close(p->um);
+		p->um = NULL;
+		errno = e;
+		return -1;
+	}
+	cma_kick();
+	return 0;
+}
+
+/* ---- event channels ---------------------------------------------------------- */
+
+struct cma_chan *cma_chan_new(int sync)
+{
+	struct cma_chan *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	/* Blocking by default, like the kernel's rdma_cm fd; the user may make
+	 * it non-blocking with fcntl. */
+	c->ch.fd = eventfd(0, EFD_CLOEXEC);
+	if (c->ch.fd < 0) {
+		free(c);
+		return NULL;
+	}
+	c->sync = sync;
+	return c;
+}
+
+/* The fd is readable exactly while the queue is non-empty. */
+void cma_chan_update(struct cma_chan *c)
+{
+	if (c->head && !c->signalled) {
+		uint64_t one = 1;
+		if (write(c->ch.fd, &one, sizeof(one)) == sizeof(one))
+			c->signalled = 1;
+	} else if (!c->head && c->signalled) {
+		struct pollfd pfd = { .fd = c->ch.fd, .events = POLLIN };
+		uint64_t v;
+
+		if (poll(&pfd, 1, 0) == 1 && read(c->ch.fd, &v, sizeof(v)) < 0) {
+			/* drained by someone else: fine */
+		}
+		c->signalled = 0;
+	}
+}
+
+void cma_chan_free(struct cma_chan *c)
+{
+	struct cma_event *e;
+
+	if (!c)
+		return;
+	while ((e = c->head)) {
+		c->head = e->next;
+		free(e);
+	}
+	close(c->ch.fd);
+	free(c);
+}
+
+CMA_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
+{
+	struct cma_chan *c;
+
+	pthread_mutex_lock(&g.lock);
+	if (cma_init_locked() < 0) {
+		int e = errno;
+		pthread_mutex_unlock(&g.lock);
+		errno = e;
+		return NULL;
+	}
+	pthread_mutex_unlock(&g.lock);
+	c = cma_chan_new(0);
+	return c ? &c->ch : NULL;
+}
+
+CMA_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
+{
+	struct cma_chan *c = (struct cma_chan *)channel;
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&g.lock);
+	/* Events still queued belong to ids the user should have destroyed;
+	 * detach them from their owners so the counts stay right. */
+	for (struct cma_event *e = c->head; e; e = e->next)
+		if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->owner->backlog_used > 0)
+			e->owner->backlog_used--;
+	for (struct cma_id *id = g.ids; id; id = id->next)
+		if (id->chan == c)
+			id->chan = NULL;
+	cma_chan_free(c);
+	pthread_mutex_unlock(&g.lock);
+}
+
+/* ---- events -------------------------------------------------------------------- */
+
+struct cma_event *cma_event_new(struct cma_id *id, enum rdma_cm_event_type t, int status)
+{
+	struct cma_event *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	e->ev.id = &id->id;
+	e->ev.event = t;
+	e->ev.status = status;
+	e->owner = id;
+	return e;
+}
+
+void cma_event_pdata(struct cma_event *e, const uint8_t *p, size_t len)
+{
+	if (len > sizeof(e->pdata))
+		len = sizeof(e->pdata);
+	if (p && len)
+		memcpy(e->pdata, p, len);
+	e->ev.param.conn.private_data = len ? e->pdata : NULL;
+	e->ev.param.conn.private_data_len = (uint8_t)len;
+}
+
+void cma_event_queue(struct cma_event *e)
+{
+	struct cma_id *owner;
+	struct cma_chan *c;
+
+	if (!e)
+		return;
+	owner = e->owner;
+	c = owner->chan;
+	if (owner->destroying || !c) {
+		free(e);
+		return;
+	}
+	e->chan = c;
+	e->next = NULL;
+	if (c->tail)
+		c->tail->next = e;
+	else
+		c->head = e;
+	c->tail = e;
+	if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST)
+		owner->backlog_used++;
+	cma_chan_update(c);
+}
+
+/* Removes id's undelivered events (and, for a listener, destroys the new
+ * ids of connection requests nobody has seen). */
+void cma_purge_events(struct cma_id *id)
+{
+	struct cma_chan *c = id->chan;
+	struct cma_event **pp, *e, *orphans = NULL;
+
+	if (!c)
+		return;
+	pp = &c->head;
+	c->tail = NULL;
+	while ((e = *pp)) {
+		if (e->owner == id || e->ev.id == &id->id) {
+			*pp = e->next;
+			if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->owner == id &&
+			    e->ev.id != &id->id) {
+				/* Its new id was never seen: free it after the walk
+				 * (freeing purges this channel too). */
+				if (id->backlog_used > 0)
+					id->backlog_used--;
+				e->next = orphans;
+				orphans = e;
+				continue;
+			}
+			free(e);
+			continue;
+		}
+		c->tail = e;
+		pp = &e->next;
+	}
+	cma_chan_update(c);
+	while ((e = orphans)) {
+		orphans = e->next;
+		cma_id_free_locked(cma_id_of(e->ev.id));
+		free(e);
+	}
+}
+
+CMA_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
+{
+	struct cma_chan *c = (struct cma_chan *)channel;
+
+	if (!c || !event)
+		return cma_fail(EINVAL);
+	pthread_mutex_lock(&g.lock);
+	for (;;) {
+		struct cma_event *e = c->head;
+
+		if (e) {
+			c->head = e->next;
+			if (!c->head)
+				c->tail = NULL;
+			e->next = NULL;
+			e->owner->events_out++;
+			if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->owner->backlog_used > 0)
+				e->owner->backlog_used--;
+			cma_chan_update(c);
+			pthread_mutex_unlock(&g.lock);
+			*event = &e->ev;
+			return 0;
+		}
+		if (fcntl(c->ch.fd, F_GETFL) & O_NONBLOCK) {
+			pthread_mutex_unlock(&g.lock);
+			return cma_fail(EAGAIN);
+		}
+		pthread_mutex_unlock(&g.lock);
+		struct pollfd pfd = { .fd = c->ch.fd, .events = POLLIN };
+		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+			return -1;
+		pthread_mutex_lock(&g.lock);
+	}
+}
+
+CMA_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
+{
+	struct cma_event *e = (struct cma_event *)event;
+
+	if (!e)
+		return cma_fail(EINVAL);
+	pthread_mutex_lock(&g.lock);
+	if (e->owner->events_out)
+		e->owner->events_out--;
+	pthread_cond_broadcast(&g.cond);
+	pthread_mutex_unlock(&g.lock);
+	free(e);
+	return 0;
+}
+
+CMA_EXPORT int rdma_write_cm_event(struct rdma_cm_id *cm_id, enum rdma_cm_event_type event,
+				   int status, uint64_t arg)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+	struct cma_event *e;
+
+	if (!id || event != RDMA_CM_EVENT_USER)
+		return cma_fail(EINVAL);
+	pthread_mutex_lock(&g.lock);
+	e = cma_event_new(id, event, status);
+	if (!e) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(ENOMEM);
+	}
+	e->ev.param.arg = arg;
+	cma_event_queue(e);
+	pthread_mutex_unlock(&g.lock);
+	return 0;
+}
+
+/* What librdmacm does for synchronous ids after each asynchronous call:
+ * ack the previous event, wait for the next one on the private channel and
+ * turn a failure status into errno. */
+int cma_sync_wait(struct cma_id *id)
+{
+	struct rdma_cm_event *ev;
+
+	if (!id->sync)
+		return 0;
+	if (id->id.event) {
+		rdma_ack_cm_event(id->id.event);
+		id->id.event = NULL;
+	}
+	if (rdma_get_cm_event(id->id.channel, &ev) < 0)
+		return -1;
+	id->id.event = ev;
+	if (ev->status) {
+		if (ev->event == RDMA_CM_EVENT_REJECTED)
+			return cma_fail(ECONNREFUSED);
+		return cma_fail(ev->status < 0 ? -ev->status : ev->status);
+	}
+	return 0;
+}
+
+/* At exit, say goodbye on the wire (DREQ for established connections, REJ
+ * for pending ones), as the kernel does when the rdma_cm fd is closed, so
+ * peers see a disconnect rather than silence. Best effort: skipped when
+ * another thread holds the lock. */
+__attribute__((destructor)) static void cma_fini(void)
+{
+	if (!g.inited || pthread_mutex_trylock(&g.lock))
+		return;
+	for (struct cma_id *id = g.ids; id; id = id->next) {
+		if (id->conn && id->port && id->port->eng) {
+			cmp_conn_destroy(id->port->eng, id->conn, cma_now());
+			id->conn = NULL;
+			cma_port_flush(id->port);
+		}
+	}
+	pthread_mutex_unlock(&g.lock);
+}

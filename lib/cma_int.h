@@ -1,0 +1,242 @@
+/*
+ * cma_int.h - internals of uscm's librdmacm.so.1.
+ *
+ * Locking (docs/library.md has the full story): one library mutex, g.lock,
+ * guards every structure below: devices and ports, each port's CM engine,
+ * umad port and SA client, ids, listeners, the bind table, the path cache
+ * and every event channel's queue. The progress thread takes it to handle
+ * received MADs and timer expiries; API calls take it for their whole
+ * (short, never blocking) critical section. Nothing blocks while holding
+ * it: blocking waits (rdma_get_cm_event, synchronous ids, rdma_destroy_id
+ * waiting for acks) poll the channel fd or wait on g.cond, both of which
+ * drop the lock. libibverbs / libibumad calls made under it are leaves
+ * (they never call back into us).
+ */
+#ifndef USCM_LIB_CMA_INT_H
+#define USCM_LIB_CMA_INT_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+
+#include <infiniband/ib.h>
+#include <rdma/rdma_cma.h>
+
+#include "cm_proto/cmp_cma.h"
+#include "cm_proto/cmp_engine.h"
+#include "umad/um_sa_client.h"
+#include "umad/um_transport.h"
+
+#define CMA_EXPORT __attribute__((visibility("default")))
+
+/* Kernel CMA defaults. */
+#define CMA_DEFAULT_BACKLOG 1024
+#define CMA_IBOE_PACKET_LIFETIME 16
+#define CMA_UDP_QKEY RDMA_UDP_QKEY
+#define CMA_REJ_CONSUMER_DEFINED 28
+#define CMA_REJ_VENDOR_OPTION_NOT_SUPPORTED 35
+#define CMA_REJ_INVALID_SERVICE_ID 8
+#define CMA_HDR_PDATA (CMP_REQ_PDATA - CMP_CMA_HDR_SIZE) /* 56 */
+
+struct cma_dev;
+struct cma_id;
+
+/* One (device, port) and, once needed, its CM agent: a umad port, an
+ * engine and an SA client. */
+struct cma_port {
+	struct cma_dev *dev;
+	uint8_t port_num;
+	struct ibv_port_attr attr;
+	int roce;
+	union ibv_gid *gids;
+	int ngids;
+	uint16_t *pkeys;            /* host order */
+	int npkeys;
+	/* CM agent, opened lazily by cma_port_open() */
+	struct um_port *um;
+	struct cmp_engine *eng;
+	struct um_sa_client *sa;
+	int open_errno;             /* last failure, for the message */
+	char open_err[256];
+};
+
+struct cma_dev {
+	struct ibv_context *verbs;
+	struct ibv_device_attr attr;
+	uint64_t guid;              /* node GUID, host order */
+	char name[64];
+	struct ibv_pd *pd;          /* the default PD (lazily) */
+	int nports;
+	struct cma_port *ports;     /* [nports], port i+1 */
+};
+
+/* An event as queued and as handed out: rdma_cm_event first. */
+struct cma_event {
+	struct rdma_cm_event ev;
+	struct cma_event *next;
+	struct cma_id *owner;       /* whose count: the listener for CONNECT_REQUEST */
+	struct cma_chan *chan;
+	uint8_t pdata[CMP_CM_DATA_SIZE];
+};
+
+struct cma_chan {
+	struct rdma_event_channel ch; /* first: the user's pointer */
+	struct cma_event *head, *tail;
+	int signalled;                /* the eventfd holds a count */
+	int sync;                     /* private to one synchronous id */
+};
+
+/* A service ID listened on, on one port: the engine listener shared by
+ * every rdma_cm id listening on that port number (different addresses,
+ * REUSEADDR); cma_req picks the id from the CMA header's address. */
+struct cma_svc {
+	struct cma_svc *next;
+	struct cma_port *port;
+	uint64_t sid, mask;
+	struct cmp_listen *l;
+	struct cma_id **ids;
+	unsigned nids, cap;
+};
+
+enum cma_state {
+	ST_IDLE,            /* created */
+	ST_BOUND,           /* rdma_bind_addr */
+	ST_ADDR_RESOLVED,
+	ST_ROUTE_QUERY,     /* SA query in flight */
+	ST_ROUTE_RESOLVED,
+	ST_CONNECT,         /* REQ sent */
+	ST_CONNECT_RESPONSE,/* REP in, no library QP: waiting for rdma_establish */
+	ST_LISTEN,
+	ST_CONNECT_REQ,     /* passive: REQ in, not answered */
+	ST_ACCEPTED,        /* REP sent */
+	ST_ESTABLISHED,
+	ST_DISCONNECTED,    /* DREQ/DREP seen or sent */
+	ST_ERROR,           /* rejected / unreachable */
+};
+
+struct cma_id {
+	struct rdma_cm_id id;       /* first: the user's pointer */
+	struct cma_id *next;        /* g.ids */
+	struct cma_chan *chan;
+	int sync;                   /* NULL channel: calls block */
+	enum cma_state state;
+	int bound;                  /* holds its port in the bind table */
+	int destroying;
+	struct cma_port *port;      /* device port, once bound / resolved */
+	/* options */
+	uint8_t tos;
+	int tos_set;
+	int reuseaddr;
+	int afonly;
+	uint8_t ack_timeout;
+	int ack_timeout_set;
+	/* route */
+	struct ibv_sa_path_rec path_rec;
+	struct cmp_path path;
+	int path_valid;
+	int sa_pending;
+	uint64_t sa_tid;
+	/* connection */
+	struct cmp_conn *conn;
+	uint32_t psn;
+	uint8_t resp_res, init_depth; /* our side's view */
+	int disconnect_called;
+	int disc_queued;
+	struct cmp_ece local_ece, remote_ece;
+	int local_ece_set;
+	/* listening */
+	struct cma_svc **svcs;
+	unsigned nsvcs;
+	int backlog, backlog_used;
+	/* resources the library created (destroyed by rdma_destroy_qp) */
+	int own_send_cq, own_recv_cq;
+	/* rdma_create_ep (passive): what rdma_get_request puts on new ids */
+	struct ibv_qp_init_attr *ep_qp_attr;
+	/* events handed out (rdma_get_cm_event) and not yet acked */
+	unsigned events_out;
+};
+
+struct cma_global {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;        /* acks (destroy waits) */
+	int inited;
+	int init_errno;
+	struct cma_dev *devs;
+	int ndevs;
+	struct cma_id *ids;
+	struct cma_svc *svcs;
+	/* progress thread */
+	int thread_started;
+	pthread_t thread;
+	int wake_fd;
+	uint64_t rng;
+	struct cmp_settings settings;
+	int sa_timeout_min_ms;
+	uint64_t path_cache_ns;
+};
+extern struct cma_global g;
+
+/* ---- cma_core.c ------------------------------------------------------------ */
+int cma_init_locked(void);        /* 0, or -1 with errno (ENODEV: no device) */
+cmp_time cma_now(void);
+uint64_t cma_random(void);
+void cma_kick(void);              /* wake the progress thread */
+int cma_port_open(struct cma_port *p); /* the CM agent; 0 or -1/errno (message printed) */
+void cma_port_flush(struct cma_port *p); /* drain engine tx + events */
+struct cma_port *cma_port_of_gid(const uint8_t gid[16], int *gid_index);
+int cma_port_gid_index(struct cma_port *p, const uint8_t gid[16]);
+int cma_port_pkey_index(struct cma_port *p, uint16_t pkey);
+void cma_port_refresh(struct cma_port *p);
+struct cma_dev *cma_dev_of_verbs(struct ibv_context *verbs);
+
+struct cma_chan *cma_chan_new(int sync);
+void cma_chan_free(struct cma_chan *c);
+void cma_chan_update(struct cma_chan *c);
+struct cma_event *cma_event_new(struct cma_id *id, enum rdma_cm_event_type t, int status);
+void cma_event_queue(struct cma_event *e); /* to e->owner's channel */
+void cma_event_pdata(struct cma_event *e, const uint8_t *p, size_t len);
+void cma_purge_events(struct cma_id *id);
+int cma_sync_wait(struct cma_id *id); /* call without the lock */
+
+/* engine event translation (cma_conn.c) */
+void cma_handle_cm_event(struct cma_port *p, const struct cmp_event *ev);
+
+/* ---- cma_addr.c ------------------------------------------------------------- */
+int cma_addr_len(const struct sockaddr *a);
+int cma_addr_any(const struct sockaddr *a);
+int cma_addr_loopback(const struct sockaddr *a);
+uint16_t cma_addr_port(const struct sockaddr *a);     /* host order */
+void cma_addr_set_port(struct sockaddr *a, uint16_t port);
+int cma_addr_equal(const struct sockaddr *a, const struct sockaddr *b); /* no port */
+int cma_hosts_lookup(const struct sockaddr *a, uint8_t gid[16]);
+int cma_hosts_reverse(const uint8_t gid[16], int family, struct sockaddr_storage *out);
+const char *cma_hosts_path(void);
+void cma_bind_release(struct cma_id *id);
+int cma_bind_locked(struct cma_id *id, const struct sockaddr *addr);
+int cma_check_port_listen(struct cma_id *id);
+void cma_set_bound_port(struct cma_id *id, struct cma_port *p);
+void cma_path_to_rec(const struct cmp_path *p, struct ibv_sa_path_rec *r);
+void cma_route_done(struct cma_id *id, int status);
+uint64_t cma_service_id(const struct cma_id *id, const struct sockaddr *a);
+void cma_path_cache_flush_port(struct cma_port *p);
+void cma_route_forget(struct cma_id *id); /* stop waiting for an SA answer */
+
+/* ---- cma_conn.c ------------------------------------------------------------- */
+void cma_id_free_locked(struct cma_id *id);
+void cma_qp_to_err(struct cma_id *id);
+void cma_listen_release(struct cma_id *id);
+
+/* helpers */
+static inline struct cma_id *cma_id_of(struct rdma_cm_id *id)
+{
+	return (struct cma_id *)id;
+}
+static inline int cma_fail(int err)
+{
+	errno = err;
+	return -1;
+}
+
+#endif

@@ -1,0 +1,397 @@
+/*
+ * cma_misc.c - rdma_getaddrinfo / rdma_freeaddrinfo, rdma_event_str,
+ * rdma_get_devices / rdma_free_devices, and the calls this phase does not
+ * implement: they exist (BIND_NOW clients must load) and fail honestly with
+ * ENOSYS. README.md, "Not done yet", lists them.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/cma_int.h"
+#include <rdma/rsocket.h>
+
+/* ---- rdma_getaddrinfo ---------------------------------------------------------- */
+
+static int gai_errno(int rc)
+{
+	switch (rc) {
+	case EAI_AGAIN: return EAGAIN;
+	case EAI_BADFLAGS: return EINVAL;
+	case EAI_FAIL: return EIO;
+	case EAI_FAMILY: return EAFNOSUPPORT;
+	case EAI_MEMORY: return ENOMEM;
+	case EAI_NONAME: return ENOENT;
+	case EAI_SERVICE: return ENOENT;
+	case EAI_SOCKTYPE: return ENOTSUP;
+	case EAI_SYSTEM: return errno ? errno : EIO;
+#ifdef EAI_NODATA
+	case EAI_NODATA: return ENODATA;
+#endif
+#ifdef EAI_ADDRFAMILY
+	case EAI_ADDRFAMILY: return EADDRNOTAVAIL;
+#endif
+	default: return EIO;
+	}
+}
+
+static struct sockaddr *dup_addr(const struct sockaddr *a, socklen_t len)
+{
+	struct sockaddr *c = malloc(len);
+
+	if (c)
+		memcpy(c, a, len);
+	return c;
+}
+
+CMA_EXPORT void rdma_freeaddrinfo(struct rdma_addrinfo *res)
+{
+	while (res) {
+		struct rdma_addrinfo *next = res->ai_next;
+
+		free(res->ai_src_addr);
+		free(res->ai_dst_addr);
+		free(res->ai_src_canonname);
+		free(res->ai_dst_canonname);
+		free(res->ai_route);
+		free(res->ai_connect);
+		free(res);
+		res = next;
+	}
+}
+
+CMA_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
+				const struct rdma_addrinfo *hints, struct rdma_addrinfo **res)
+{
+	struct rdma_addrinfo *rai;
+	struct addrinfo ah, *ai = NULL;
+	int flags = hints ? hints->ai_flags : 0, rc;
+
+	if (!res || (!node && !service))
+		return cma_fail(EINVAL);
+	if (hints && hints->ai_family == AF_IB)
+		return cma_fail(EAFNOSUPPORT); /* AF_IB name resolution: not in this phase */
+	memset(&ah, 0, sizeof(ah));
+	ah.ai_flags = ((flags & RAI_PASSIVE) ? AI_PASSIVE : 0) |
+		      ((flags & RAI_NUMERICHOST) ? AI_NUMERICHOST : 0);
+	ah.ai_family = hints && hints->ai_family ? hints->ai_family : AF_UNSPEC;
+	ah.ai_socktype = SOCK_STREAM; /* one answer per address */
+	rc = getaddrinfo(node, service, &ah, &ai);
+	if (rc)
+		return cma_fail(gai_errno(rc));
+	rai = calloc(1, sizeof(*rai));
+	if (!rai) {
+		freeaddrinfo(ai);
+		return cma_fail(ENOMEM);
+	}
+	rai->ai_flags = flags;
+	rai->ai_family = ai->ai_family;
+	if (hints && hints->ai_port_space)
+		rai->ai_port_space = hints->ai_port_space;
+	else
+		rai->ai_port_space = hints && hints->ai_qp_type == IBV_QPT_UD ? RDMA_PS_UDP : RDMA_PS_TCP;
+	if (hints && hints->ai_qp_type)
+		rai->ai_qp_type = hints->ai_qp_type;
+	else
+		rai->ai_qp_type = rai->ai_port_space == RDMA_PS_UDP || rai->ai_port_space == RDMA_PS_IPOIB
+					  ? IBV_QPT_UD
+					  : IBV_QPT_RC;
+	if (flags & RAI_PASSIVE) {
+		rai->ai_src_addr = dup_addr(ai->ai_addr, ai->ai_addrlen);
+		rai->ai_src_len = ai->ai_addrlen;
+		if (!rai->ai_src_addr)
+			goto nomem;
+	} else {
+		rai->ai_dst_addr = dup_addr(ai->ai_addr, ai->ai_addrlen);
+		rai->ai_dst_len = ai->ai_addrlen;
+		if (!rai->ai_dst_addr)
+			goto nomem;
+		if (hints && hints->ai_src_addr && hints->ai_src_len) {
+			rai->ai_src_addr = dup_addr(hints->ai_src_addr, hints->ai_src_len);
+			rai->ai_src_len = hints->ai_src_len;
+			if (!rai->ai_src_addr)
+				goto nomem;
+		}
+	}
+	if (hints && hints->ai_connect_len && hints->ai_connect) {
+		rai->ai_connect = malloc(hints->ai_connect_len);
+		if (!rai->ai_connect)
+			goto nomem;
+		memcpy(rai->ai_connect, hints->ai_connect, hints->ai_connect_len);
+		rai->ai_connect_len = hints->ai_connect_len;
+	}
+	freeaddrinfo(ai);
+	*res = rai;
+	return 0;
+nomem:
+	freeaddrinfo(ai);
+	rdma_freeaddrinfo(rai);
+	return cma_fail(ENOMEM);
+}
+
+/* ---- names and devices ---------------------------------------------------------- */
+
+CMA_EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)
+{
+	switch (event) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED: return "RDMA_CM_EVENT_ADDR_RESOLVED";
+	case RDMA_CM_EVENT_ADDR_ERROR: return "RDMA_CM_EVENT_ADDR_ERROR";
+	case RDMA_CM_EVENT_ROUTE_RESOLVED: return "RDMA_CM_EVENT_ROUTE_RESOLVED";
+	case RDMA_CM_EVENT_ROUTE_ERROR: return "RDMA_CM_EVENT_ROUTE_ERROR";
+	case RDMA_CM_EVENT_CONNECT_REQUEST: return "RDMA_CM_EVENT_CONNECT_REQUEST";
+	case RDMA_CM_EVENT_CONNECT_RESPONSE: return "RDMA_CM_EVENT_CONNECT_RESPONSE";
+	case RDMA_CM_EVENT_CONNECT_ERROR: return "RDMA_CM_EVENT_CONNECT_ERROR";
+	case RDMA_CM_EVENT_UNREACHABLE: return "RDMA_CM_EVENT_UNREACHABLE";
+	case RDMA_CM_EVENT_REJECTED: return "RDMA_CM_EVENT_REJECTED";
+	case RDMA_CM_EVENT_ESTABLISHED: return "RDMA_CM_EVENT_ESTABLISHED";
+	case RDMA_CM_EVENT_DISCONNECTED: return "RDMA_CM_EVENT_DISCONNECTED";
+	case RDMA_CM_EVENT_DEVICE_REMOVAL: return "RDMA_CM_EVENT_DEVICE_REMOVAL";
+	case RDMA_CM_EVENT_MULTICAST_JOIN: return "RDMA_CM_EVENT_MULTICAST_JOIN";
+	case RDMA_CM_EVENT_MULTICAST_ERROR: return "RDMA_CM_EVENT_MULTICAST_ERROR";
+	case RDMA_CM_EVENT_ADDR_CHANGE: return "RDMA_CM_EVENT_ADDR_CHANGE";
+	case RDMA_CM_EVENT_TIMEWAIT_EXIT: return "RDMA_CM_EVENT_TIMEWAIT_EXIT";
+	case RDMA_CM_EVENT_ADDRINFO_RESOLVED: return "RDMA_CM_EVENT_ADDRINFO_RESOLVED";
+	case RDMA_CM_EVENT_ADDRINFO_ERROR: return "RDMA_CM_EVENT_ADDRINFO_ERROR";
+	case RDMA_CM_EVENT_USER: return "RDMA_CM_EVENT_USER";
+	case RDMA_CM_EVENT_INTERNAL: return "RDMA_CM_EVENT_INTERNAL";
+	}
+	return "UNKNOWN EVENT";
+}
+
+CMA_EXPORT struct ibv_context **rdma_get_devices(int *num_devices)
+{
+	struct ibv_context **list = NULL;
+	int n = 0;
+
+	pthread_mutex_lock(&g.lock);
+	if (cma_init_locked() == 0) {
+		list = calloc((size_t)g.ndevs + 1, sizeof(*list));
+		if (list) {
+			for (int i = 0; i < g.ndevs; i++)
+				list[i] = g.devs[i].verbs;
+			n = g.ndevs;
+		} else {
+			errno = ENOMEM;
+		}
+	}
+	pthread_mutex_unlock(&g.lock);
+	if (num_devices)
+		*num_devices = n;
+	return list;
+}
+
+CMA_EXPORT void rdma_free_devices(struct ibv_context **list)
+{
+	free(list); /* the contexts stay open: ids use them */
+}
+
+/* ---- not in this phase: ENOSYS -------------------------------------------------------- */
+
+CMA_EXPORT int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr, void *context)
+{
+	(void)id, (void)addr, (void)context;
+	return cma_fail(ENOSYS);
+}
+
+CMA_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *id,
+				      struct rdma_cm_join_mc_attr_ex *mc_join_attr, void *context)
+{
+	(void)id, (void)mc_join_attr, (void)context;
+	return cma_fail(ENOSYS);
+}
+
+CMA_EXPORT int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
+{
+	(void)id, (void)addr;
+	return cma_fail(ENOSYS);
+}
+
+CMA_EXPORT int rdma_resolve_addrinfo(struct rdma_cm_id *id, const char *node, const char *service,
+				     const struct rdma_addrinfo *hints)
+{
+	(void)id, (void)node, (void)service, (void)hints;
+	return cma_fail(ENOSYS);
+}
+
+CMA_EXPORT int rdma_query_addrinfo(struct rdma_cm_id *id, struct rdma_addrinfo **info)
+{
+	(void)id, (void)info;
+	return cma_fail(ENOSYS);
+}
+
+/* ---- rsockets: ENOSYS until implemented ---------------------------------------------- */
+
+#define RS_NOSYS(ret)          \
+	do {                   \
+		errno = ENOSYS; \
+		return ret;     \
+	} while (0)
+
+CMA_EXPORT int rsocket(int domain, int type, int protocol)
+{
+	(void)domain, (void)type, (void)protocol;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT int rbind(int socket, const struct sockaddr *addr, socklen_t addrlen)
+{
+	(void)socket, (void)addr, (void)addrlen;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT int rlisten(int socket, int backlog)
+{
+	(void)socket, (void)backlog;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT int raccept(int socket, struct sockaddr *addr, socklen_t *addrlen)
+{
+	(void)socket, (void)addr, (void)addrlen;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT int rconnect(int socket, const struct sockaddr *addr, socklen_t addrlen)
+{
+	(void)socket, (void)addr, (void)addrlen;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT int rshutdown(int socket, int how)
+{
+	(void)socket, (void)how;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT int rclose(int socket)
+{
+	(void)socket;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT ssize_t rrecv(int socket, void *buf, size_t len, int flags)
+{
+	(void)socket, (void)buf, (void)len, (void)flags;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT ssize_t rrecvfrom(int socket, void *buf, size_t len, int flags,
+			     struct sockaddr *src_addr, socklen_t *addrlen)
+{
+	(void)socket, (void)buf, (void)len, (void)flags, (void)src_addr, (void)addrlen;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT ssize_t rrecvmsg(int socket, struct msghdr *msg, int flags)
+{
+	(void)socket, (void)msg, (void)flags;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT ssize_t rsend(int socket, const void *buf, size_t len, int flags)
+{
+	(void)socket, (void)buf, (void)len, (void)flags;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT ssize_t rsendto(int socket, const void *buf, size_t len, int flags,
+			   const struct sockaddr *dest_addr, socklen_t addrlen)
+{
+	(void)socket, (void)buf, (void)len, (void)flags, (void)dest_addr, (void)addrlen;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT ssize_t rsendmsg(int socket, const struct msghdr *msg, int flags)
+{
+	(void)socket, (void)msg, (void)flags;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT ssize_t rread(int socket, void *buf, size_t count)
+{
+	(void)socket, (void)buf, (void)count;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT ssize_t rreadv(int socket, const struct iovec *iov, int iovcnt)
+{
+	(void)socket, (void)iov, (void)iovcnt;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT ssize_t rwrite(int socket, const void *buf, size_t count)
+{
+	(void)socket, (void)buf, (void)count;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT ssize_t rwritev(int socket, const struct iovec *iov, int iovcnt)
+{
+	(void)socket, (void)iov, (void)iovcnt;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
+{
+	(void)fds, (void)nfds, (void)timeout;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT int rselect(int nfds, fd_set *readfds, fd_set *writefds, fd_set *exceptfds,
+		       struct timeval *timeout)
+{
+	(void)nfds, (void)readfds, (void)writefds, (void)exceptfds, (void)timeout;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT int rgetpeername(int socket, struct sockaddr *addr, socklen_t *addrlen)
+{
+	(void)socket, (void)addr, (void)addrlen;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT int rgetsockname(int socket, struct sockaddr *addr, socklen_t *addrlen)
+{
+	(void)socket, (void)addr, (void)addrlen;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT int rsetsockopt(int socket, int level, int optname, const void *optval,
+			   socklen_t optlen)
+{
+	(void)socket, (void)level, (void)optname, (void)optval, (void)optlen;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT int rgetsockopt(int socket, int level, int optname, void *optval, socklen_t *optlen)
+{
+	(void)socket, (void)level, (void)optname, (void)optval, (void)optlen;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT int rfcntl(int socket, int cmd, ...)
+{
+	(void)socket, (void)cmd;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT off_t riomap(int socket, void *buf, size_t len, int prot, int flags, off_t offset)
+{
+	(void)socket, (void)buf, (void)len, (void)prot, (void)flags, (void)offset;
+	RS_NOSYS((off_t)-1);
+}
+
+CMA_EXPORT int riounmap(int socket, void *buf, size_t len)
+{
+	(void)socket, (void)buf, (void)len;
+	RS_NOSYS(-1);
+}
+
+CMA_EXPORT size_t riowrite(int socket, const void *buf, size_t count, off_t offset, int flags)
+{
+	(void)socket, (void)buf, (void)count, (void)offset, (void)flags;
+	RS_NOSYS((size_t)-1);
+}

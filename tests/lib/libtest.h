@@ -1,0 +1,166 @@
+/* Helpers shared by the librdmacm tests (tests/lib/): shell commands, a
+ * private simulated fabric per test (mkdtemp directory, started with
+ * build/bin/uscm-sim, stopped in the test's .fini), and event waits. */
+#ifndef USCM_LIBTEST_H
+#define USCM_LIBTEST_H
+
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdma/rdma_cma.h>
+
+static inline const char *lt_bin(void)
+{
+	const char *b = getenv("USCM_BIN_DIR");
+	return b && *b ? b : "build/bin";
+}
+
+/* build/ (the parent of bin/). */
+static inline const char *lt_build(void)
+{
+	static char buf[1024];
+	snprintf(buf, sizeof(buf), "%s/..", lt_bin());
+	return buf;
+}
+
+static inline uint64_t lt_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Runs a shell command; its exit status (or -1). Output in *out (malloc'd). */
+static inline int lt_sh(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline int lt_sh(char **out, const char *fmt, ...)
+{
+	char cmd[8192];
+	va_list ap;
+	FILE *fp;
+	size_t n = 0, cap = 0;
+	char *buf = NULL;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	fp = popen(cmd, "r");
+	if (!fp)
+		return -1;
+	for (;;) {
+		if (n + 4096 + 1 > cap) {
+			cap = cap ? cap * 2 : 8192;
+			buf = realloc(buf, cap);
+		}
+		size_t k = fread(buf + n, 1, cap - n - 1, fp);
+		if (k == 0)
+			break;
+		n += k;
+	}
+	if (buf)
+		buf[n] = 0;
+	st = pclose(fp);
+	if (out)
+		*out = buf ? buf : strdup("");
+	else
+		free(buf);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static inline int lt_have_sim(void)
+{
+	char p[1024];
+	snprintf(p, sizeof(p), "%s/uscm-sim", lt_bin());
+	return access(p, X_OK) == 0;
+}
+
+static char lt_dir[256];
+
+/* Starts a fabric of `nodes` nodes ("ib" or "roce") in a fresh directory and
+ * points USCM_SIM_DIR at it; skips the test when uscm-sim is not built. */
+static inline void lt_fabric_start(const char *link, int nodes)
+{
+	char *out = NULL;
+	int rc;
+
+	if (!lt_have_sim())
+		cr_skip_test("build/bin/uscm-sim is not built (sim/, issue 4): needs the simulated fabric");
+	snprintf(lt_dir, sizeof(lt_dir), "/tmp/uscm-libtest.XXXXXX");
+	cr_assert(mkdtemp(lt_dir), "mkdtemp");
+	char pid[32];
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	setenv("USCM_SIM_WATCH_PID", pid, 1);
+	rc = lt_sh(&out, "%s/uscm-sim start --dir %s/f --nodes %d --link %s 2>&1", lt_bin(), lt_dir,
+		   nodes, link);
+	cr_assert_eq(rc, 0, "uscm-sim start failed:\n%s", out);
+	free(out);
+	char d[512];
+	snprintf(d, sizeof(d), "%s/f", lt_dir);
+	setenv("USCM_SIM_DIR", d, 1);
+	unsetenv("USCM_HOSTS");
+}
+
+static inline void lt_fabric_stop(void)
+{
+	if (!lt_dir[0])
+		return;
+	lt_sh(NULL, "%s/uscm-sim stop --dir %s/f >/dev/null 2>&1; rm -rf '%s'", lt_bin(), lt_dir,
+	      lt_dir);
+	lt_dir[0] = 0;
+}
+
+/* Become node n of the fabric (before the first rdma_* call). */
+static inline void lt_node(int n)
+{
+	char v[32];
+	snprintf(v, sizeof(v), "node%d", n);
+	setenv("USCM_SIM_NODE", v, 1);
+}
+
+/* Waits (ms) for the next event on ch; returns it or NULL. */
+static inline struct rdma_cm_event *lt_event(struct rdma_event_channel *ch, int ms)
+{
+	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+	struct rdma_cm_event *ev = NULL;
+
+	if (poll(&p, 1, ms) != 1)
+		return NULL;
+	if (rdma_get_cm_event(ch, &ev))
+		return NULL;
+	return ev;
+}
+
+/* Waits for an event of type t (fails the test on another type or timeout)
+ * and returns it, unacked. */
+static inline struct rdma_cm_event *lt_expect(struct rdma_event_channel *ch,
+					      enum rdma_cm_event_type t, int ms)
+{
+	struct rdma_cm_event *ev = lt_event(ch, ms);
+
+	cr_assert(ev, "no event within %d ms (wanted %s)", ms, rdma_event_str(t));
+	cr_assert_eq(ev->event, t, "got %s (status %d), wanted %s", rdma_event_str(ev->event),
+		     ev->status, rdma_event_str(t));
+	return ev;
+}
+
+static inline struct sockaddr_in lt_sin(const char *ip, uint16_t port)
+{
+	struct sockaddr_in s;
+
+	memset(&s, 0, sizeof(s));
+	s.sin_family = AF_INET;
+	s.sin_port = htons(port);
+	inet_pton(AF_INET, ip, &s.sin_addr);
+	return s;
+}
+
+#endif

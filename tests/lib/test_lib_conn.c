@@ -1,0 +1,652 @@
+/*
+ * Connections between two processes on two simulated nodes, through the
+ * library: the test process is node 1 (active side), a forked child is
+ * node 2 (passive side). Connect / accept with private data both ways,
+ * data over the QPs the library created (rdma_verbs.h helpers), disconnect
+ * and TimeWait; reject with private data; no listener; a dead node
+ * (UNREACHABLE / ETIMEDOUT within the configured bound); simultaneous
+ * disconnect; synchronous endpoints (rdma_create_ep / rdma_get_request);
+ * a user-owned QP (rdma_init_qp_attr + rdma_establish); RoCE.
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+
+#include "libtest.h"
+
+#define PORT 7471
+
+static void setup_ib(void)
+{
+	lt_fabric_start("ib", 2);
+	lt_node(1); /* the test process; the forked server becomes node 2 */
+	/* Short TimeWait so TIMEWAIT_EXIT shows up within the test. */
+	setenv("USCM_TIMEWAIT_MS", "100", 1);
+}
+
+static void setup_roce(void)
+{
+	lt_fabric_start("roce", 2);
+	lt_node(1);
+	setenv("USCM_TIMEWAIT_MS", "100", 1);
+	/* The RoCE lifetime formula gives ~4.3 s per CM try: cap it. */
+	setenv("USCM_CM_MAX_TIMER_MS", "1000", 1);
+}
+
+static void teardown(void)
+{
+	lt_fabric_stop();
+}
+
+TestSuite(conn, .init = setup_ib, .fini = teardown, .timeout = 120);
+TestSuite(conn_roce, .init = setup_roce, .fini = teardown, .timeout = 120);
+
+/* ---- the passive side (a child process: no Criterion asserts there) ------------ */
+
+#define CK(c)                                                                             \
+	do {                                                                              \
+		if (!(c)) {                                                               \
+			fprintf(stderr, "server %s:%d: %s (errno %d: %s)\n", __FILE__,     \
+				__LINE__, #c, errno, strerror(errno));                    \
+			_exit(1);                                                         \
+		}                                                                         \
+	} while (0)
+
+enum srv_mode { SRV_ACCEPT, SRV_REJECT, SRV_OTHER_PORT, SRV_SIMUL, SRV_BACKLOG };
+
+struct pipes {
+	int ready[2]; /* child -> parent: listening */
+	int go[2];    /* parent -> child */
+};
+
+static struct rdma_cm_event *srv_wait(struct rdma_event_channel *ch, enum rdma_cm_event_type t)
+{
+	struct rdma_cm_event *ev = lt_event(ch, 10000);
+
+	if (!ev || ev->event != t)
+		fprintf(stderr, "server: wanted %s, got %s (status %d)\n", rdma_event_str(t),
+			ev ? rdma_event_str(ev->event) : "nothing", ev ? ev->status : 0);
+	CK(ev && ev->event == t);
+	return ev;
+}
+
+static void server(enum srv_mode mode, struct pipes *p)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *lid, *cid;
+	struct rdma_cm_event *ev;
+	struct sockaddr_in any = lt_sin("0.0.0.0", mode == SRV_OTHER_PORT ? PORT + 1 : PORT);
+	struct ibv_qp_init_attr qa;
+	struct rdma_conn_param cp;
+	struct ibv_wc wc;
+	struct ibv_mr *mr;
+	char buf[64], c;
+	int tag = 77;
+
+	lt_node(2);
+	CK((ch = rdma_create_event_channel()));
+	CK(rdma_create_id(ch, &lid, &tag, RDMA_PS_TCP) == 0);
+	CK(rdma_bind_addr(lid, (struct sockaddr *)&any) == 0);
+	CK(rdma_listen(lid, mode == SRV_BACKLOG ? 1 : 4) == 0);
+	CK(write(p->ready[1], "r", 1) == 1);
+	if (mode == SRV_OTHER_PORT || mode == SRV_BACKLOG) {
+		/* Stay up (the CM agent answers) until the client is done. */
+		CK(read(p->go[0], &c, 1) == 1);
+		_exit(0);
+	}
+	ev = srv_wait(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	CK(ev->listen_id == lid);
+	cid = ev->id;
+	CK(cid != lid && cid->verbs && cid->port_num == 1);
+	CK(cid->context == &tag);
+	/* The user's 56 bytes after the 36-byte CMA header. */
+	CK(ev->param.conn.private_data_len == 56);
+	CK(!memcmp(ev->param.conn.private_data, "hello", 6));
+	/* The client asked responder_resources 2, initiator_depth 3: from here
+	 * we may answer 3 reads and issue 2. */
+	CK(ev->param.conn.responder_resources == 3);
+	CK(ev->param.conn.initiator_depth == 2);
+	CK(ev->param.conn.retry_count == 6);
+	CK(ntohs(rdma_get_dst_port(cid)) > 0 && ntohs(rdma_get_src_port(cid)) == PORT);
+	CK(((struct sockaddr_in *)rdma_get_peer_addr(cid))->sin_addr.s_addr == htonl(0x7F0A0001));
+	CK(((struct sockaddr_in *)rdma_get_local_addr(cid))->sin_addr.s_addr == htonl(0x7F0A0002));
+	rdma_ack_cm_event(ev);
+	if (mode == SRV_REJECT) {
+		CK(rdma_reject(cid, "nope", 5) == 0);
+		CK(rdma_destroy_id(cid) == 0);
+		CK(rdma_destroy_id(lid) == 0);
+		rdma_destroy_event_channel(ch);
+		_exit(0);
+	}
+	memset(&qa, 0, sizeof(qa));
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	qa.qp_type = IBV_QPT_RC;
+	qa.sq_sig_all = 1;
+	CK(rdma_create_qp(cid, NULL, &qa) == 0);
+	CK(cid->qp && cid->send_cq && cid->recv_cq && cid->pd);
+	CK((mr = rdma_reg_msgs(cid, buf, sizeof(buf))));
+	memset(buf, 0, sizeof(buf));
+	CK(rdma_post_recv(cid, cid, buf, sizeof(buf), mr) == 0);
+	memset(&cp, 0, sizeof(cp));
+	cp.private_data = "welcome";
+	cp.private_data_len = 8;
+	cp.responder_resources = cp.initiator_depth = 1;
+	cp.rnr_retry_count = 7;
+	CK(rdma_accept(cid, &cp) == 0);
+	ev = srv_wait(ch, RDMA_CM_EVENT_ESTABLISHED);
+	CK(ev->id == cid);
+	rdma_ack_cm_event(ev);
+	/* The CQ context is the id: rdma_get_recv_comp asserts it. */
+	CK(rdma_get_recv_comp(cid, &wc) == 1);
+	CK(wc.status == IBV_WC_SUCCESS && wc.byte_len == 6 && !strcmp(buf, "ping!"));
+	if (mode == SRV_SIMUL) {
+		CK(write(p->ready[1], "e", 1) == 1);
+		CK(read(p->go[0], &c, 1) == 1);
+		CK(rdma_disconnect(cid) == 0);
+		ev = srv_wait(ch, RDMA_CM_EVENT_DISCONNECTED);
+		rdma_ack_cm_event(ev);
+	} else {
+		ev = srv_wait(ch, RDMA_CM_EVENT_DISCONNECTED);
+		CK(ev->id == cid);
+		rdma_ack_cm_event(ev);
+		CK(rdma_disconnect(cid) == 0); /* answers the DREQ */
+	}
+	ev = srv_wait(ch, RDMA_CM_EVENT_TIMEWAIT_EXIT);
+	rdma_ack_cm_event(ev);
+	CK(rdma_dereg_mr(mr) == 0);
+	rdma_destroy_qp(cid);
+	CK(rdma_destroy_id(cid) == 0);
+	CK(rdma_destroy_id(lid) == 0);
+	rdma_destroy_event_channel(ch);
+	_exit(0);
+}
+
+static pid_t spawn(enum srv_mode mode, struct pipes *p)
+{
+	pid_t pid;
+	char c;
+
+	cr_assert_eq(pipe(p->ready), 0);
+	cr_assert_eq(pipe(p->go), 0);
+	fflush(NULL);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		server(mode, p);
+	struct pollfd pf = { .fd = p->ready[0], .events = POLLIN };
+	cr_assert_eq(poll(&pf, 1, 10000), 1, "the server did not start listening");
+	cr_assert_eq(read(p->ready[0], &c, 1), 1);
+	return pid;
+}
+
+static void reap(pid_t pid)
+{
+	int st = 0;
+	uint64_t t0 = lt_now_ms();
+
+	while (waitpid(pid, &st, WNOHANG) == 0) {
+		if (lt_now_ms() - t0 > 20000) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			cr_assert_fail("the server hung");
+		}
+		usleep(10000);
+	}
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the server failed (status 0x%x)", st);
+}
+
+/* ---- the active side -------------------------------------------------------------- */
+
+static struct rdma_cm_id *client_route(struct rdma_event_channel *ch, uint16_t port)
+{
+	struct rdma_cm_id *id;
+	struct rdma_cm_event *ev;
+	struct sockaddr_in dst = lt_sin("127.10.0.2", port);
+
+	lt_node(1);
+	cr_assert_eq(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
+	cr_assert_eq(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000), 0);
+	rdma_ack_cm_event(lt_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 2000));
+	cr_assert_eq(rdma_resolve_route(id, 2000), 0);
+	ev = lt_expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 4000);
+	rdma_ack_cm_event(ev);
+	return id;
+}
+
+static void client_qp(struct rdma_cm_id *id)
+{
+	struct ibv_qp_init_attr qa;
+
+	memset(&qa, 0, sizeof(qa));
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	qa.qp_type = IBV_QPT_RC;
+	qa.sq_sig_all = 1;
+	cr_assert_eq(rdma_create_qp(id, NULL, &qa), 0, "%s", strerror(errno));
+}
+
+static struct rdma_conn_param hello(void)
+{
+	struct rdma_conn_param cp;
+
+	memset(&cp, 0, sizeof(cp));
+	cp.private_data = "hello";
+	cp.private_data_len = 6;
+	cp.responder_resources = 2;
+	cp.initiator_depth = 3;
+	cp.retry_count = 6;
+	cp.rnr_retry_count = 7;
+	return cp;
+}
+
+static void connect_send_disconnect(void)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	struct rdma_cm_event *ev;
+	struct rdma_conn_param cp = hello();
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	struct pipes p;
+	char msg[8] = "ping!";
+	pid_t pid;
+
+	pid = spawn(SRV_ACCEPT, &p);
+	ch = rdma_create_event_channel();
+	cr_assert(ch, "%s", strerror(errno));
+	id = client_route(ch, PORT);
+	client_qp(id);
+	mr = rdma_reg_msgs(id, msg, sizeof(msg));
+	cr_assert(mr);
+	cr_assert_eq(rdma_connect(id, &cp), 0, "%s", strerror(errno));
+	ev = lt_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 10000);
+	/* The REP's private data (the whole 196-byte field). */
+	cr_expect_eq(ev->param.conn.private_data_len, 196);
+	cr_expect_arr_eq(ev->param.conn.private_data, "welcome", 8);
+	cr_expect_eq(ev->param.conn.initiator_depth, 1, "the server allowed 1 read");
+	rdma_ack_cm_event(ev);
+	cr_assert_eq(rdma_post_send(id, NULL, msg, 6, mr, IBV_SEND_SIGNALED), 0);
+	cr_assert_eq(rdma_get_send_comp(id, &wc), 1);
+	cr_expect_eq(wc.status, IBV_WC_SUCCESS, "%s", ibv_wc_status_str(wc.status));
+	cr_assert_eq(rdma_disconnect(id), 0);
+	ev = lt_expect(ch, RDMA_CM_EVENT_DISCONNECTED, 5000);
+	cr_expect_eq(ev->status, 0);
+	rdma_ack_cm_event(ev);
+	rdma_ack_cm_event(lt_expect(ch, RDMA_CM_EVENT_TIMEWAIT_EXIT, 5000));
+	rdma_dereg_mr(mr);
+	rdma_destroy_qp(id);
+	cr_expect_eq(rdma_destroy_id(id), 0);
+	rdma_destroy_event_channel(ch);
+	reap(pid);
+}
+
+Test(conn, connect_send_disconnect)
+{
+	connect_send_disconnect();
+}
+
+Test(conn_roce, connect_send_disconnect)
+{
+	connect_send_disconnect();
+}
+
+Test(conn, reject_with_private_data)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	struct rdma_cm_event *ev;
+	struct rdma_conn_param cp = hello();
+	struct pipes p;
+	pid_t pid;
+
+	pid = spawn(SRV_REJECT, &p);
+	ch = rdma_create_event_channel();
+	cr_assert(ch);
+	id = client_route(ch, PORT);
+	client_qp(id);
+	cr_assert_eq(rdma_connect(id, &cp), 0);
+	ev = lt_expect(ch, RDMA_CM_EVENT_REJECTED, 10000);
+	cr_expect_eq(ev->status, 28, "REJ reason %d, want 28 (consumer defined)", ev->status);
+	cr_expect_eq(ev->param.conn.private_data_len, 148);
+	cr_expect_arr_eq(ev->param.conn.private_data, "nope", 5);
+	rdma_ack_cm_event(ev);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	reap(pid);
+}
+
+Test(conn, no_listener_is_rejected)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	struct rdma_cm_event *ev;
+	struct rdma_conn_param cp = hello();
+	struct pipes p;
+	pid_t pid;
+
+	pid = spawn(SRV_OTHER_PORT, &p);
+	ch = rdma_create_event_channel();
+	cr_assert(ch);
+	id = client_route(ch, PORT);
+	client_qp(id);
+	cr_assert_eq(rdma_connect(id, &cp), 0);
+	ev = lt_expect(ch, RDMA_CM_EVENT_REJECTED, 10000);
+	cr_expect_eq(ev->status, 8, "REJ reason %d, want 8 (invalid service ID)", ev->status);
+	rdma_ack_cm_event(ev);
+	cr_assert_eq(write(p.go[1], "x", 1), 1);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	reap(pid);
+}
+
+Test(conn, dead_node_is_unreachable_within_bound)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	struct rdma_cm_event *ev;
+	struct rdma_conn_param cp = hello();
+	uint64_t t0, dt;
+
+	/* Per try: 2 x 67 ms (path lifetime 14) + 4 ms (response timeout 10);
+	 * 1 + 2 tries: about 0.4 s. */
+	setenv("USCM_CM_RESPONSE_TIMEOUT", "10", 1);
+	setenv("USCM_CM_RETRIES", "2", 1);
+	ch = rdma_create_event_channel();
+	cr_assert(ch);
+	id = client_route(ch, PORT);
+	client_qp(id);
+	t0 = lt_now_ms();
+	cr_assert_eq(rdma_connect(id, &cp), 0);
+	ev = lt_expect(ch, RDMA_CM_EVENT_UNREACHABLE, 5000);
+	dt = lt_now_ms() - t0;
+	cr_expect_eq(ev->status, -ETIMEDOUT);
+	cr_expect_geq(dt, 300u, "gave up after %llu ms", (unsigned long long)dt);
+	cr_expect_leq(dt, 1500u, "took %llu ms", (unsigned long long)dt);
+	rdma_ack_cm_event(ev);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+}
+
+Test(conn, simultaneous_disconnect)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	struct rdma_cm_event *ev;
+	struct rdma_conn_param cp = hello();
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	struct pipes p;
+	char msg[8] = "ping!", c;
+	pid_t pid;
+
+	pid = spawn(SRV_SIMUL, &p);
+	ch = rdma_create_event_channel();
+	cr_assert(ch);
+	id = client_route(ch, PORT);
+	client_qp(id);
+	mr = rdma_reg_msgs(id, msg, sizeof(msg));
+	cr_assert_eq(rdma_connect(id, &cp), 0);
+	rdma_ack_cm_event(lt_expect(ch, RDMA_CM_EVENT_ESTABLISHED, 10000));
+	cr_assert_eq(rdma_post_send(id, NULL, msg, 6, mr, IBV_SEND_SIGNALED), 0);
+	cr_assert_eq(rdma_get_send_comp(id, &wc), 1);
+	cr_assert_eq(read(p.ready[0], &c, 1), 1); /* the server got the data */
+	/* Make the two DREQs cross on the wire. */
+	cr_assert_eq(lt_sh(NULL, "%s/uscm-sim fault --dir %s 'delay=30ms,class=0x07' >/dev/null 2>&1",
+			   lt_bin(), getenv("USCM_SIM_DIR")), 0);
+	cr_assert_eq(write(p.go[1], "g", 1), 1);
+	cr_assert_eq(rdma_disconnect(id), 0);
+	ev = lt_expect(ch, RDMA_CM_EVENT_DISCONNECTED, 5000);
+	rdma_ack_cm_event(ev);
+	rdma_ack_cm_event(lt_expect(ch, RDMA_CM_EVENT_TIMEWAIT_EXIT, 5000));
+	cr_expect_null(lt_event(ch, 200), "one DISCONNECTED per connection");
+	rdma_dereg_mr(mr);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	reap(pid);
+}
+
+/* rping -q's path: the user creates and moves the QP itself. */
+Test(conn, user_owned_qp_with_establish)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	struct rdma_cm_event *ev;
+	struct rdma_conn_param cp = hello();
+	struct ibv_qp_init_attr qa;
+	struct ibv_qp_attr attr;
+	struct ibv_comp_channel *cc;
+	struct ibv_cq *cq;
+	struct ibv_pd *pd;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	struct pipes p;
+	char msg[8] = "ping!";
+	int mask, n;
+	pid_t pid;
+
+	pid = spawn(SRV_ACCEPT, &p);
+	ch = rdma_create_event_channel();
+	cr_assert(ch);
+	id = client_route(ch, PORT);
+	pd = ibv_alloc_pd(id->verbs);
+	cc = ibv_create_comp_channel(id->verbs);
+	cq = ibv_create_cq(id->verbs, 8, NULL, cc, 0);
+	cr_assert(pd && cc && cq);
+	memset(&qa, 0, sizeof(qa));
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	qa.qp_type = IBV_QPT_RC;
+	qa.send_cq = qa.recv_cq = cq;
+	qa.sq_sig_all = 1;
+	qp = ibv_create_qp(pd, &qa);
+	cr_assert(qp);
+	attr.qp_state = IBV_QPS_INIT;
+	cr_assert_eq(rdma_init_qp_attr(id, &attr, &mask), 0);
+	cr_expect_eq(attr.port_num, 1);
+	cr_assert_eq(ibv_modify_qp(qp, &attr, mask), 0);
+	/* RTR needs the peer: not before the REP. */
+	attr.qp_state = IBV_QPS_RTR;
+	errno = 0;
+	cr_expect_eq(rdma_init_qp_attr(id, &attr, &mask), -1);
+	cp.qp_num = qp->qp_num;
+	cr_assert_eq(rdma_connect(id, &cp), 0);
+	ev = lt_expect(ch, RDMA_CM_EVENT_CONNECT_RESPONSE, 10000);
+	cr_expect_arr_eq(ev->param.conn.private_data, "welcome", 8);
+	rdma_ack_cm_event(ev);
+	for (int st = IBV_QPS_INIT; st <= IBV_QPS_RTS; st++) {
+		attr.qp_state = (enum ibv_qp_state)st;
+		cr_assert_eq(rdma_init_qp_attr(id, &attr, &mask), 0, "state %d", st);
+		cr_assert_eq(ibv_modify_qp(qp, &attr, mask), 0, "modify to %d", st);
+	}
+	cr_assert_eq(rdma_establish(id), 0, "%s", strerror(errno));
+	errno = 0;
+	cr_expect_eq(rdma_establish(id), -1, "only once");
+	/* No ESTABLISHED event on the active side for rdma_establish. */
+	mr = ibv_reg_mr(pd, msg, sizeof(msg), IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_sge sge = { (uintptr_t)msg, 6, mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND }, *bad;
+	cr_assert_eq(ibv_post_send(qp, &wr, &bad), 0);
+	uint64_t t0 = lt_now_ms();
+	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0 && lt_now_ms() - t0 < 5000)
+		usleep(1000);
+	cr_assert_eq(n, 1);
+	cr_expect_eq(wc.status, IBV_WC_SUCCESS);
+	cr_assert_eq(rdma_disconnect(id), 0);
+	rdma_ack_cm_event(lt_expect(ch, RDMA_CM_EVENT_DISCONNECTED, 5000));
+	ibv_dereg_mr(mr);
+	ibv_destroy_qp(qp);
+	ibv_destroy_cq(cq);
+	ibv_destroy_comp_channel(cc);
+	ibv_dealloc_pd(pd);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	reap(pid);
+}
+
+/* ---- synchronous endpoints (what rdma_server / rdma_client do) ------------------------ */
+
+static void ep_server(struct pipes *p)
+{
+	struct rdma_addrinfo hints, *res;
+	struct rdma_cm_id *lid, *id;
+	struct ibv_qp_init_attr qa;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	char buf[16];
+
+	lt_node(2);
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_flags = RAI_PASSIVE;
+	hints.ai_port_space = RDMA_PS_TCP;
+	CK(rdma_getaddrinfo(NULL, "7480", &hints, &res) == 0);
+	memset(&qa, 0, sizeof(qa));
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 1;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	qa.sq_sig_all = 1;
+	qa.qp_type = IBV_QPT_RC;
+	CK(rdma_create_ep(&lid, res, NULL, &qa) == 0);
+	rdma_freeaddrinfo(res);
+	CK(rdma_listen(lid, 0) == 0);
+	CK(write(p->ready[1], "r", 1) == 1);
+	CK(rdma_get_request(lid, &id) == 0);
+	CK(id->qp && id->event && id->event->event == RDMA_CM_EVENT_CONNECT_REQUEST);
+	CK((mr = rdma_reg_msgs(id, buf, sizeof(buf))));
+	CK(rdma_post_recv(id, NULL, buf, sizeof(buf), mr) == 0);
+	CK(rdma_accept(id, NULL) == 0);
+	CK(rdma_get_recv_comp(id, &wc) == 1 && wc.status == IBV_WC_SUCCESS);
+	CK(!strcmp(buf, "sync"));
+	strcpy(buf, "back");
+	CK(rdma_post_send(id, NULL, buf, 5, mr, 0) == 0);
+	CK(rdma_get_send_comp(id, &wc) == 1 && wc.status == IBV_WC_SUCCESS);
+	CK(rdma_disconnect(id) == 0);
+	CK(rdma_dereg_mr(mr) == 0);
+	rdma_destroy_ep(id);
+	rdma_destroy_ep(lid);
+	_exit(0);
+}
+
+Test(conn, synchronous_endpoints)
+{
+	struct rdma_addrinfo *res;
+	struct rdma_cm_id *id;
+	struct ibv_qp_init_attr qa;
+	struct ibv_mr *mr;
+	struct ibv_wc wc;
+	struct pipes p;
+	char buf[16] = "sync", c;
+	pid_t pid;
+
+	cr_assert_eq(pipe(p.ready), 0);
+	cr_assert_eq(pipe(p.go), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		ep_server(&p);
+	cr_assert_eq(read(p.ready[0], &c, 1), 1);
+	lt_node(1);
+	cr_assert_eq(rdma_getaddrinfo("127.10.0.2", "7480", NULL, &res), 0);
+	memset(&qa, 0, sizeof(qa));
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 1;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	qa.sq_sig_all = 1;
+	qa.qp_type = IBV_QPT_RC;
+	cr_assert_eq(rdma_create_ep(&id, res, NULL, &qa), 0, "%s", strerror(errno));
+	rdma_freeaddrinfo(res);
+	cr_assert(id->qp && id->pd && id->send_cq && id->recv_cq);
+	mr = rdma_reg_msgs(id, buf, sizeof(buf));
+	cr_assert(mr);
+	cr_assert_eq(rdma_connect(id, NULL), 0, "%s", strerror(errno));
+	cr_assert_eq(rdma_post_recv(id, NULL, buf + 8, 8, mr), 0);
+	cr_assert_eq(rdma_post_send(id, NULL, buf, 5, mr, 0), 0);
+	cr_assert_eq(rdma_get_send_comp(id, &wc), 1);
+	cr_assert_eq(rdma_get_recv_comp(id, &wc), 1);
+	cr_expect_str_eq(buf + 8, "back");
+	cr_assert_eq(rdma_disconnect(id), 0);
+	rdma_dereg_mr(mr);
+	rdma_destroy_ep(id);
+	reap(pid);
+}
+
+/* One process owns a port's CM agent: a second process on the same node
+ * gets EBUSY (and a message on stderr saying why). */
+Test(conn, second_process_on_a_port_gets_ebusy)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	struct sockaddr_in any = lt_sin("0.0.0.0", PORT);
+	int ready[2], go[2], st;
+	char c;
+	pid_t pid;
+
+	cr_assert_eq(pipe(ready), 0);
+	cr_assert_eq(pipe(go), 0);
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		/* Also node 1: owns the CM agent first. */
+		CK((ch = rdma_create_event_channel()));
+		CK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
+		CK(rdma_bind_addr(id, (struct sockaddr *)&any) == 0);
+		CK(rdma_listen(id, 1) == 0);
+		CK(write(ready[1], "r", 1) == 1);
+		CK(read(go[0], &c, 1) == 1);
+		_exit(0);
+	}
+	cr_assert_eq(read(ready[0], &c, 1), 1);
+	ch = rdma_create_event_channel();
+	cr_assert(ch);
+	cr_assert_eq(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
+	any.sin_port = htons(PORT + 5);
+	cr_assert_eq(rdma_bind_addr(id, (struct sockaddr *)&any), 0);
+	errno = 0;
+	cr_expect_eq(rdma_listen(id, 1), -1);
+	cr_expect_eq(errno, EBUSY, "errno %d (%s)", errno, strerror(errno));
+	cr_assert_eq(write(go[1], "g", 1), 1);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+}
+
+/* rdma_listen's backlog: connection requests queued and not yet retrieved;
+ * one more is rejected (consumer defined, as the kernel's ucma). */
+Test(conn, backlog_full_is_rejected)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *a, *b;
+	struct rdma_cm_event *ev;
+	struct rdma_conn_param cp = hello();
+	struct pipes p;
+	pid_t pid;
+
+	pid = spawn(SRV_BACKLOG, &p);
+	ch = rdma_create_event_channel();
+	cr_assert(ch);
+	a = client_route(ch, PORT);
+	b = client_route(ch, PORT);
+	client_qp(a);
+	client_qp(b);
+	cr_assert_eq(rdma_connect(a, &cp), 0);
+	usleep(200 * 1000); /* a's request is queued on the server, unseen */
+	cr_assert_eq(rdma_connect(b, &cp), 0);
+	ev = lt_expect(ch, RDMA_CM_EVENT_REJECTED, 5000);
+	cr_expect_eq(ev->id, b, "the second request is the one refused");
+	cr_expect_eq(ev->status, 28);
+	rdma_ack_cm_event(ev);
+	cr_assert_eq(write(p.go[1], "x", 1), 1);
+	reap(pid);
+	rdma_destroy_qp(a);
+	rdma_destroy_qp(b);
+	rdma_destroy_id(a);
+	rdma_destroy_id(b);
+	rdma_destroy_event_channel(ch);
+}

@@ -1,0 +1,172 @@
+/*
+ * um_sa_client.c - asynchronous PathRecord queries (see um_sa_client.h).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "umad/um_sa_client.h"
+
+struct pending {
+	struct pending *next;
+	uint32_t tid_lo;
+	um_sa_path_cb cb;
+	void *ctx;
+};
+
+struct um_sa_client {
+	struct um_port *port;
+	uint32_t next_tid;
+	struct pending *list;
+	unsigned npending;
+};
+
+struct um_sa_client *um_sa_client_new(struct um_port *port, uint32_t tid_seed)
+{
+	struct um_sa_client *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->port = port;
+	c->next_tid = tid_seed ? tid_seed : 1;
+	return c;
+}
+
+void um_sa_client_free(struct um_sa_client *c)
+{
+	struct pending *p;
+
+	if (!c)
+		return;
+	while ((p = c->list)) {
+		c->list = p->next;
+		p->cb(p->ctx, -ECANCELED, NULL);
+		free(p);
+	}
+	free(c);
+}
+
+static int tid_in_use(const struct um_sa_client *c, uint32_t lo)
+{
+	for (const struct pending *p = c->list; p; p = p->next)
+		if (p->tid_lo == lo)
+			return 1;
+	return 0;
+}
+
+int um_sa_path_get(struct um_sa_client *c, const struct um_sa_path_req *q, um_sa_path_cb cb,
+		   void *ctx, uint64_t *tid)
+{
+	struct um_sa_msg m;
+	uint8_t mad[CMP_MAD_SIZE];
+	struct pending *p;
+	uint32_t lo;
+
+	if (!c || !q || !cb) {
+		errno = EINVAL;
+		return -1;
+	}
+	do {
+		lo = c->next_tid++;
+	} while (!lo || tid_in_use(c, lo));
+	memset(&m, 0, sizeof(m));
+	um_sa_path_query(&m, lo, q->sgid, q->dgid, q->pkey, q->service_id, q->qos_class);
+	if (q->tclass >= 0)
+		um_sa_path_query_tclass(&m, (uint8_t)q->tclass);
+	if (um_sa_encode(&m, mad) < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		errno = ENOMEM;
+		return -1;
+	}
+	if (um_port_send_sa(c->port, mad, q->timeout_ms > 0 ? q->timeout_ms : 1000,
+			    q->retries > 0 ? q->retries : 3) < 0) {
+		int e = errno;
+		free(p);
+		errno = e;
+		return -1;
+	}
+	p->tid_lo = lo;
+	p->cb = cb;
+	p->ctx = ctx;
+	p->next = c->list;
+	c->list = p;
+	c->npending++;
+	if (tid)
+		*tid = lo;
+	return 0;
+}
+
+static struct pending *take(struct um_sa_client *c, uint32_t lo)
+{
+	for (struct pending **pp = &c->list; *pp; pp = &(*pp)->next) {
+		if ((*pp)->tid_lo == lo) {
+			struct pending *p = *pp;
+			*pp = p->next;
+			c->npending--;
+			return p;
+		}
+	}
+	return NULL;
+}
+
+void um_sa_cancel(struct um_sa_client *c, uint64_t tid)
+{
+	struct pending *p;
+
+	if (c && (p = take(c, (uint32_t)tid)))
+		free(p);
+}
+
+unsigned um_sa_client_pending(const struct um_sa_client *c)
+{
+	return c ? c->npending : 0;
+}
+
+static uint32_t tid_lo_of(const uint8_t *mad)
+{
+	/* TID: MAD bytes 8..15, big-endian; the low half is bytes 12..15. */
+	return (uint32_t)mad[12] << 24 | (uint32_t)mad[13] << 16 | (uint32_t)mad[14] << 8 | mad[15];
+}
+
+int um_sa_client_handle(struct um_sa_client *c, const struct um_rx *rx)
+{
+	struct um_sa_msg m;
+	struct pending *p;
+	uint16_t sa_status;
+	int status;
+
+	if (!c || !rx || rx->agent != UM_AGENT_SA || rx->len < CMP_MAD_HDR_SIZE)
+		return 0;
+	p = take(c, tid_lo_of(rx->mad));
+	if (!p)
+		return 0;
+	if (rx->status) {
+		/* libibumad's timeout record: every retry went unanswered. */
+		p->cb(p->ctx, -(rx->status == ETIMEDOUT ? ETIMEDOUT : rx->status), NULL);
+		free(p);
+		return 1;
+	}
+	if (rx->len < CMP_MAD_SIZE || um_sa_decode(rx->mad, CMP_MAD_SIZE, &m, NULL) < 0 ||
+	    m.hdr.attr_id != UMAD_SA_ATTR_PATH_REC) {
+		p->cb(p->ctx, -EPROTO, NULL);
+		free(p);
+		return 1;
+	}
+	sa_status = m.hdr.status;
+	if (!sa_status && m.nrecords >= 1) {
+		status = 0;
+	} else {
+		uint8_t cls = (uint8_t)(sa_status >> 8);
+		status = (cls == UMAD_SA_STATUS_NO_RECORDS || cls == UMAD_SA_STATUS_INVALID_GID ||
+			  (!sa_status && !m.nrecords))
+				 ? -EHOSTUNREACH
+				 : -EPROTO;
+	}
+	p->cb(p->ctx, status, status ? NULL : &m.u.pr);
+	free(p);
+	return 1;
+}

@@ -1,0 +1,58 @@
+/*
+ * um_sa_client.h - an asynchronous SA client over a um_port: PathRecord
+ * SubnAdmGet queries (what rdma_resolve_route sends on InfiniBand), matched
+ * to their answers by transaction ID, with the retries libibumad runs for
+ * us (umad_send's timeout_ms / retries) and a callback per query.
+ *
+ * The caller feeds every record of the port's SA agent to
+ * um_sa_client_handle(); the callback runs from there (so on the thread that
+ * reads the port). Not thread-safe by itself: one thread at a time.
+ *
+ * TIDs: the MAD layer rewrites the upper 32 bits of a request's TID (agent
+ * number), so queries are matched on the low 32 bits, which this client
+ * makes unique.
+ */
+#ifndef USCM_UM_SA_CLIENT_H
+#define USCM_UM_SA_CLIENT_H
+
+#include <stdint.h>
+
+#include "umad/um_sa.h"
+#include "umad/um_transport.h"
+
+struct um_sa_client;
+
+/* status: 0 with the first record in *pr, or a negative errno:
+ *   -ETIMEDOUT     no answer after every retry;
+ *   -EHOSTUNREACH  the SA knows no path (status NO_RECORDS / INVALID_GID);
+ *   -EPROTO        any other SA / MAD status, or a malformed answer;
+ *   -ECANCELED     the client is being freed. */
+typedef void (*um_sa_path_cb)(void *ctx, int status, const struct um_sa_path_rec *pr);
+
+struct um_sa_path_req {
+	uint8_t sgid[16], dgid[16];
+	uint16_t pkey;
+	uint64_t service_id;
+	int qos_class;      /* >= 0: QoSClass (AF_INET ids: the ToS); -1: none */
+	int tclass;         /* >= 0: TClass instead (AF_INET6 / AF_IB); -1: none */
+	int timeout_ms;     /* per try; 0: 1000 */
+	int retries;        /* 0: 3 */
+};
+
+struct um_sa_client *um_sa_client_new(struct um_port *port, uint32_t tid_seed);
+/* Calls every pending callback with -ECANCELED, then frees. */
+void um_sa_client_free(struct um_sa_client *c);
+
+/* Sends the query. Returns 0 and the query's TID (its low 32 bits identify
+ * it), or -1 with errno (ENOTCONN: the port has no SA, e.g. RoCE). */
+int um_sa_path_get(struct um_sa_client *c, const struct um_sa_path_req *q, um_sa_path_cb cb,
+		   void *ctx, uint64_t *tid);
+/* Forgets a pending query: its callback is never called. */
+void um_sa_cancel(struct um_sa_client *c, uint64_t tid);
+/* A record from the port's SA agent: answers and timeouts. Returns 1 when it
+ * belonged to a pending query (whose callback has run), 0 otherwise. */
+int um_sa_client_handle(struct um_sa_client *c, const struct um_rx *rx);
+/* Queries in flight. */
+unsigned um_sa_client_pending(const struct um_sa_client *c);
+
+#endif

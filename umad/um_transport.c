@@ -1,0 +1,318 @@
+/*
+ * um_transport.c - MADs over libibumad (see um_transport.h).
+ */
+#include <endian.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "umad/um_transport.h"
+
+#define CM_CLASS 0x07
+#define CM_VERSION 2
+#define SA_CLASS 0x03
+#define SA_VERSION 2
+#define METHOD_SEND 0x03
+#define RX_INITIAL (CMP_MAD_SIZE * 32) /* room for small RMPP answers */
+
+struct um_port {
+	int portid;                  /* libibumad's handle (the fd on Linux) */
+	int agent[UM_AGENT_COUNT];   /* -1: not registered */
+	struct um_port_info info;
+	void *txbuf;                 /* umad_size() + 256 */
+	void *rxbuf;
+	size_t rxcap;                /* MAD bytes rxbuf holds */
+};
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static int init_rc;
+
+static void do_init(void)
+{
+	init_rc = umad_init();
+}
+
+static void set_err(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
+
+static int read_info(const char *ca_name, int port_num, struct um_port_info *info)
+{
+	umad_port_t up;
+	int rc;
+
+	memset(&up, 0, sizeof(up));
+	rc = umad_get_port(ca_name, port_num, &up);
+	if (rc < 0) {
+		errno = rc == -1 ? ENODEV : -rc;
+		return -1;
+	}
+	memset(info, 0, sizeof(*info));
+	snprintf(info->ca_name, sizeof(info->ca_name), "%s", up.ca_name[0] ? up.ca_name : ca_name);
+	info->port_num = up.portnum ? up.portnum : port_num;
+	info->lid = (uint16_t)up.base_lid;
+	info->lmc = (uint8_t)up.lmc;
+	info->sm_lid = (uint16_t)up.sm_lid;
+	info->sm_sl = (uint8_t)up.sm_sl;
+	info->state = up.state;
+	info->roce = strcmp(up.link_layer, "Ethernet") == 0;
+	info->gid_prefix = be64toh(up.gid_prefix);
+	info->port_guid = be64toh(up.port_guid);
+	umad_release_port(&up);
+	return 0;
+}
+
+int um_port_open(const char *ca_name, int port_num, unsigned agents, struct um_port **out,
+		 char *err, size_t errlen)
+{
+	struct um_port *p;
+	long cm_methods[16 / sizeof(long)];
+	int e;
+
+	if (!ca_name || !out) {
+		errno = EINVAL;
+		return -1;
+	}
+	pthread_once(&init_once, do_init);
+	if (init_rc < 0) {
+		set_err(err, errlen, "libibumad: umad_init failed (is ib_umad loaded?)");
+		errno = ENODEV;
+		return -1;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		errno = ENOMEM;
+		return -1;
+	}
+	for (int i = 0; i < UM_AGENT_COUNT; i++)
+		p->agent[i] = -1;
+	p->txbuf = calloc(1, umad_size() + CMP_MAD_SIZE);
+	p->rxcap = RX_INITIAL;
+	p->rxbuf = calloc(1, umad_size() + p->rxcap);
+	if (!p->txbuf || !p->rxbuf) {
+		e = ENOMEM;
+		goto fail;
+	}
+	if (read_info(ca_name, port_num, &p->info) < 0) {
+		e = errno;
+		set_err(err, errlen, "libibumad: no port %s:%d (%s)", ca_name, port_num, strerror(e));
+		goto fail;
+	}
+	p->portid = umad_open_port(ca_name, port_num);
+	if (p->portid < 0) {
+		e = -p->portid > 0 ? -p->portid : ENODEV;
+		set_err(err, errlen, "libibumad: cannot open %s:%d (%s)", ca_name, port_num,
+			strerror(e));
+		p->portid = -1;
+		goto fail;
+	}
+	if (agents & UM_OPEN_CM) {
+		memset(cm_methods, 0, sizeof(cm_methods));
+		cm_methods[METHOD_SEND / (8 * sizeof(long))] |= 1L << (METHOD_SEND % (8 * sizeof(long)));
+		errno = 0;
+		p->agent[UM_AGENT_CM] = umad_register(p->portid, CM_CLASS, CM_VERSION, 0, cm_methods);
+		if (p->agent[UM_AGENT_CM] < 0) {
+			/* The kernel refuses a second server of (class, version,
+			 * method) on a port: ib_cm has it when the rdma_cm kernel
+			 * modules are loaded, or another uscm process does. */
+			set_err(err, errlen,
+				"cannot own the CM class (0x07) on %s port %d (umad_register: %s): "
+				"the kernel's ib_cm (loaded with rdma_cm / ib_ucm) or another process "
+				"already serves it; one process owns a port's CM agent",
+				ca_name, port_num, strerror(errno ? errno : EBUSY));
+			p->agent[UM_AGENT_CM] = -1;
+			e = EBUSY;
+			goto fail;
+		}
+	}
+	if (agents & UM_OPEN_SA) {
+		errno = 0;
+		p->agent[UM_AGENT_SA] = umad_register(p->portid, SA_CLASS, SA_VERSION, 1, NULL);
+		if (p->agent[UM_AGENT_SA] < 0) {
+			e = errno ? errno : EIO;
+			set_err(err, errlen, "cannot register an SA client on %s port %d: %s", ca_name,
+				port_num, strerror(e));
+			p->agent[UM_AGENT_SA] = -1;
+			goto fail;
+		}
+	}
+	*out = p;
+	return 0;
+fail:
+	um_port_close(p);
+	errno = e;
+	return -1;
+}
+
+void um_port_close(struct um_port *p)
+{
+	if (!p)
+		return;
+	if (p->portid >= 0) {
+		for (int i = 0; i < UM_AGENT_COUNT; i++)
+			if (p->agent[i] >= 0)
+				umad_unregister(p->portid, p->agent[i]);
+		umad_close_port(p->portid);
+	}
+	free(p->txbuf);
+	free(p->rxbuf);
+	free(p);
+}
+
+int um_port_fd(const struct um_port *p)
+{
+	return umad_get_fd(p->portid);
+}
+
+const struct um_port_info *um_port_info(const struct um_port *p)
+{
+	return &p->info;
+}
+
+int um_port_refresh(struct um_port *p)
+{
+	struct um_port_info info;
+
+	if (read_info(p->info.ca_name, p->info.port_num, &info) < 0)
+		return -1;
+	p->info = info;
+	return 0;
+}
+
+static int send_common(struct um_port *p, int agent, const uint8_t *mad, int timeout_ms,
+		       int retries)
+{
+	int rc;
+
+	memcpy(umad_get_mad(p->txbuf), mad, CMP_MAD_SIZE);
+	errno = 0;
+	rc = umad_send(p->portid, agent, p->txbuf, CMP_MAD_SIZE, timeout_ms, retries);
+	if (rc < 0) {
+		if (!errno)
+			errno = -rc;
+		return -1;
+	}
+	return 0;
+}
+
+int um_port_send_cm(struct um_port *p, const struct cmp_addr *dst, const uint8_t mad[CMP_MAD_SIZE])
+{
+	struct ib_user_mad *um = p->txbuf;
+	ib_mad_addr_t grh;
+
+	if (p->agent[UM_AGENT_CM] < 0) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	memset(um, 0, umad_size());
+	umad_set_addr(p->txbuf, dst->lid, dst->qpn ? (int)dst->qpn : 1, dst->sl,
+		      (int)(dst->qkey ? dst->qkey : UM_QKEY_GSI));
+	if (dst->grh || p->info.roce) {
+		memset(&grh, 0, sizeof(grh));
+		memcpy(grh.gid, dst->gid, 16);
+		grh.flow_label = dst->flow_label; /* host order: umad_set_grh converts */
+		grh.hop_limit = dst->hop_limit ? dst->hop_limit : (p->info.roce ? 64 : 0xFF);
+		grh.traffic_class = dst->tclass;
+		umad_set_grh(p->txbuf, &grh);
+		/* umad_set_grh leaves the source GID index alone. */
+		um->addr.gid_index = dst->sgid_index;
+	} else {
+		umad_set_grh(p->txbuf, NULL);
+	}
+	umad_set_pkey(p->txbuf, dst->pkey_index);
+	return send_common(p, p->agent[UM_AGENT_CM], mad, 0, 0);
+}
+
+int um_port_send_sa(struct um_port *p, const uint8_t mad[CMP_MAD_SIZE], int timeout_ms,
+		    int retries)
+{
+	if (p->agent[UM_AGENT_SA] < 0 || p->info.roce) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	if (!p->info.sm_lid) {
+		errno = EHOSTUNREACH; /* no SM has configured the port yet */
+		return -1;
+	}
+	memset(p->txbuf, 0, umad_size());
+	umad_set_addr(p->txbuf, p->info.sm_lid, 1, p->info.sm_sl, (int)UM_QKEY_GSI);
+	umad_set_grh(p->txbuf, NULL);
+	umad_set_pkey(p->txbuf, 0);
+	return send_common(p, p->agent[UM_AGENT_SA], mad, timeout_ms, retries);
+}
+
+void um_addr_from_umad(struct cmp_addr *a, const ib_mad_addr_t *m)
+{
+	memset(a, 0, sizeof(*a));
+	a->lid = be16toh(m->lid);
+	a->sl = m->sl;
+	a->grh = m->grh_present;
+	if (m->grh_present) {
+		memcpy(a->gid, m->gid, 16);
+		a->sgid_index = m->gid_index;
+		a->hop_limit = m->hop_limit;
+		a->tclass = m->traffic_class;
+		a->flow_label = be32toh(m->flow_label);
+	}
+	a->pkey_index = m->pkey_index;
+	a->qpn = be32toh(m->qpn) & 0xFFFFFF;
+	a->qkey = be32toh(m->qkey);
+}
+
+int um_port_recv(struct um_port *p, struct um_rx *rx)
+{
+	struct pollfd pfd = { .fd = um_port_fd(p), .events = POLLIN };
+	int len, agent;
+
+	for (;;) {
+		if (poll(&pfd, 1, 0) <= 0 || !(pfd.revents & POLLIN))
+			return 0;
+		len = (int)p->rxcap;
+		errno = 0;
+		agent = umad_recv(p->portid, p->rxbuf, &len, 0);
+		if (agent == -ENOSPC || (agent < 0 && errno == ENOSPC)) {
+			/* An RMPP answer larger than the buffer: len is what it
+			 * needs; the record stays queued. */
+			size_t need = len > 0 ? (size_t)len : p->rxcap * 2;
+			void *nb = realloc(p->rxbuf, umad_size() + need);
+			if (!nb)
+				return -1;
+			p->rxbuf = nb;
+			p->rxcap = need;
+			continue;
+		}
+		if (agent < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ETIMEDOUT ||
+			    agent == -EAGAIN || agent == -ETIMEDOUT)
+				return 0;
+			if (!errno)
+				errno = -agent;
+			return -1;
+		}
+		if (agent == p->agent[UM_AGENT_CM])
+			rx->agent = UM_AGENT_CM;
+		else if (agent == p->agent[UM_AGENT_SA])
+			rx->agent = UM_AGENT_SA;
+		else
+			continue; /* not ours: ignore */
+		rx->status = umad_status(p->rxbuf);
+		um_addr_from_umad(&rx->src, umad_get_mad_addr(p->rxbuf));
+		rx->mad = umad_get_mad(p->rxbuf);
+		rx->len = len > 0 ? (size_t)len : 0;
+		/* A timeout record carries (at least) the MAD header. */
+		if (rx->len < CMP_MAD_HDR_SIZE)
+			continue;
+		return 1;
+	}
+}
