@@ -1,4 +1,5 @@
 # Thin wrapper over CMake: the README's two commands are `make demo` and
+MAKEFLAGS += --no-print-directory
 # `make test`; plain `make` builds everything into build/.
 JOBS  ?= $(shell nproc)
 CMAKE ?= cmake
@@ -32,14 +33,10 @@ test-fuzz: deps
 	@$(CMAKE) --build build-fuzz -j$(JOBS)
 	cd build-fuzz && ctest --output-on-failure -j$(JOBS)
 
+# The main job: a live rdma_cm connection (unmodified rping over uscm's
+# librdmacm) on the simulated fabric, captured and decoded.
 demo: build
-	@build/bin/uscm-demo build/demo
-	@echo; echo "== uscm-decode build/demo/handshake-ib.pcap (native IB, as ibdump writes it)"
-	@build/bin/uscm-decode build/demo/handshake-ib.pcap
-	@echo; echo "== uscm-decode -v: the REQ, every field"
-	@build/bin/uscm-decode -v build/demo/handshake-ib.pcap | sed -n '/ CM Send REQ/,/ CM Send REP/p' | sed '$$d'
-	@echo; echo "== tshark, the independent decoder, on the RoCEv2 copy"
-	@tshark -r build/demo/handshake-rocev2.pcap 2>/dev/null || echo "(tshark not available)"
+	@scripts/demo.sh
 
 clean:
 	rm -rf build build-asan build-fuzz
