@@ -17,8 +17,14 @@
  * Set (acknowledged, no reports). GetTable answers use RMPP (several
  * segments when needed, with ACK windows and retransmission).
  *
- * MAD encoding is done here by byte offsets (IBTA Vol1 13.4, 13.6, 15.2);
- * only the constants come from <infiniband/umad_*.h>.
+ * SMA: on IB it is also every node's subnet management agent (what each HCA
+ * would be): it binds node i's QP0 port for every i, and answers SubnGet of
+ * NodeInfo, NodeDescription, PortInfo, P_KeyTable, GUIDInfo and (node 0)
+ * SMInfo, LID-routed or directed route with hop count 0, from node i's
+ * address, through the fabric.
+ *
+ * MAD encoding is done here by byte offsets (IBTA Vol1 13.4, 13.6, 14.2,
+ * 15.2); only the constants come from <infiniband/umad_*.h>.
  */
 #define _GNU_SOURCE
 #include "simf.h"
@@ -462,10 +468,13 @@ static void answer(const struct req *r, struct table *t)
 
 /* ---- SM: LIDs and port states --------------------------------------------- */
 
+static uint32_t g_sm_activity;  /* SMInfo ActCount: bumped by every sweep */
+
 static void sm_sweep(void)
 {
 	struct simf_state *st = g_f->st;
 
+	__atomic_add_fetch(&g_sm_activity, 1, __ATOMIC_RELAXED);
 	simf_lock(g_f);
 	for (unsigned i = 0; i <= st->nnodes; i++) {
 		struct simf_node *nd = &st->nodes[i];
@@ -956,51 +965,81 @@ static void sa_mcmember(const struct req *r)
 
 /* ---- SA: NodeRecord, PortInfoRecord, ClassPortInfo, InformInfo ----------- */
 
+/* The SMP attributes every node's SMA answers (IBTA Vol1 14.2.5), shared
+ * with the SA's NodeRecord / PortInfoRecord so both views agree. */
+
+#define PORT_MTU_CAP 5       /* 4096, as the verbs drop-in's port reports */
+#define PORT_GUID_CAP 8      /* one GUIDInfo block; only index 0 is set */
+#define CAP_MASK_CA 0x2651e848u /* the umad drop-in's capability mask */
+#define CAP_MASK_IS_SM 0x2u
+
+/* NodeInfo, 40 bytes. */
+static void put_node_info(uint8_t *p, const struct simf_node *nd)
+{
+	memset(p, 0, 40);
+	p[0] = 1;                 /* BaseVersion */
+	p[1] = 1;                 /* ClassVersion */
+	p[2] = 1;                 /* NodeType: channel adapter */
+	p[3] = 1;                 /* NumPorts */
+	p64(p + 4, nd->guid);     /* SystemImageGUID */
+	p64(p + 12, nd->guid);    /* NodeGUID */
+	p64(p + 20, nd->guid);    /* PortGUID */
+	p16(p + 28, SIMF_PKEYS);  /* PartitionCap */
+	p16(p + 30, 0x1017);      /* DeviceID */
+	p32(p + 32, 0);           /* Revision */
+	p32(p + 36, 1u << 24 | 0x0002c9u); /* LocalPortNum 1, VendorID */
+}
+
+/* NodeDescription, 64 bytes. */
+static void put_node_desc(uint8_t *p, const struct simf_node *nd, int idx)
+{
+	memset(p, 0, 64);
+	snprintf((char *)p, 64, "uscm-sim %s%s", nd->name, idx == 0 ? " (SM/SA)" : "");
+}
+
+/* PortInfo of port 1, 64 bytes. */
+static void put_port_info(uint8_t *pi, const struct simf_node *nd, int idx)
+{
+	memset(pi, 0, 64);
+	p64(pi, 0);                                   /* M_Key: none */
+	pi[8] = 0xfe; pi[9] = 0x80;                   /* GidPrefix fe80:: */
+	p16(pi + 16, nd->lid);
+	p16(pi + 18, nd->sm_lid);
+	p32(pi + 20, CAP_MASK_CA | (idx == 0 ? CAP_MASK_IS_SM : 0));
+	pi[28] = 1;                                   /* LocalPortNum */
+	pi[29] = 3; pi[30] = 3; pi[31] = 2;           /* LinkWidth enabled/supported 1X|4X, active 4X */
+	pi[32] = (uint8_t)(7 << 4 | (nd->port_state & 0xF)); /* LinkSpeedSupported, PortState */
+	pi[33] = (uint8_t)((nd->link_up ? 5 : 3) << 4 | 2); /* PhysState LinkUp/Disabled, LinkDownDefault Polling */
+	pi[34] = nd->lmc & 7;                         /* M_KeyProtectBits 0, LMC */
+	pi[35] = 4 << 4 | 7;                          /* LinkSpeedActive 10 Gb/s, enabled 2.5/5/10 */
+	pi[36] = (uint8_t)(PORT_MTU_CAP << 4);        /* NeighborMTU, MasterSMSL 0 */
+	pi[37] = 4 << 4;                              /* VLCap VL0-7, InitType 0 */
+	pi[39] = 8; pi[40] = 8;                       /* VLArbitration high/low cap */
+	pi[41] = PORT_MTU_CAP;                        /* InitTypeReply 0, MTUCap */
+	pi[42] = 0 << 5 | 19;                         /* VLStallCount, HOQLife */
+	pi[43] = 4 << 4;                              /* OperationalVLs VL0-7 */
+	pi[50] = PORT_GUID_CAP;                       /* GUIDCap */
+	pi[51] = 18;                                  /* SubnetTimeOut */
+	pi[52] = SA_RESP_TIME;                        /* RespTimeValue */
+	/* extended speeds (CapabilityMask bit 14): EDR 25.78125 Gb/s per lane */
+	pi[62] = 2 << 4 | 3;                          /* LinkSpeedExtActive EDR, supported FDR|EDR */
+	pi[63] = 3;                                   /* LinkSpeedExtEnabled FDR|EDR */
+}
+
 static void node_info(uint8_t *p, const struct simf_node *nd, int idx)
 {
 	/* NodeRecord: LID, reserved, NodeInfo (40), NodeDescription (64) */
 	p16(p, nd->lid);
-	p[4] = 1;                 /* BaseVersion */
-	p[5] = 1;                 /* ClassVersion */
-	p[6] = 1;                 /* NodeType: channel adapter */
-	p[7] = 1;                 /* NumPorts */
-	p64(p + 8, nd->guid);     /* SystemImageGUID */
-	p64(p + 16, nd->guid);    /* NodeGUID */
-	p64(p + 24, nd->guid);    /* PortGUID */
-	p16(p + 32, SIMF_PKEYS);  /* PartitionCap */
-	p16(p + 34, 0x1017);      /* DeviceID */
-	p32(p + 36, 0);           /* Revision */
-	p32(p + 40, 1u << 24 | 0x0002c9u); /* LocalPortNum 1, VendorID */
-	snprintf((char *)p + 44, 64, "uscm-sim %s%s", nd->name, idx == 0 ? " (SM/SA)" : "");
+	put_node_info(p + 4, nd);
+	put_node_desc(p + 44, nd, idx);
 }
 
 static void port_info(uint8_t *p, const struct simf_node *nd, int idx)
 {
 	/* PortInfoRecord: EndportLID, PortNum, Options, PortInfo (64) */
-	uint8_t *pi = p + 4;
-
 	p16(p, nd->lid);
 	p[2] = 1;
-	p64(pi, 0);                                   /* M_Key */
-	pi[8] = 0xfe; pi[9] = 0x80;                   /* GidPrefix fe80:: */
-	p16(pi + 16, nd->lid);
-	p16(pi + 18, nd->sm_lid);
-	p32(pi + 20, idx == 0 ? 0x2651e84a : 0x2651e848); /* CapabilityMask (IsSM on node 0) */
-	pi[28] = 1;                                   /* LocalPortNum */
-	pi[29] = 2; pi[30] = 3; pi[31] = 2;           /* LinkWidth enabled 4X, supported 1X|4X, active 4X */
-	pi[32] = (uint8_t)(7 << 4 | (nd->port_state & 0xF)); /* LinkSpeedSupported, PortState */
-	pi[33] = (uint8_t)((nd->link_up ? 5 : 3) << 4 | 2); /* PhysState LinkUp/Disabled, Polling */
-	pi[34] = nd->lmc & 7;
-	pi[35] = 4 << 4 | 7;                          /* LinkSpeedActive QDR, enabled */
-	pi[36] = (uint8_t)(FAB_MTU << 4);             /* NeighborMTU, MasterSMSL 0 */
-	pi[37] = 4 << 4;                              /* VLCap VL0-7 */
-	pi[39] = 8; pi[40] = 8;                       /* VLArb high/low cap */
-	pi[41] = FAB_MTU;                             /* MTUCap */
-	pi[42] = 0 << 5 | 19;                         /* HOQLife */
-	pi[43] = 4 << 4;                              /* OperationalVLs */
-	pi[50] = 32;                                  /* GUIDCap */
-	pi[51] = 18;                                  /* SubnetTimeOut */
-	pi[52] = SA_RESP_TIME;                        /* RespTimeValue */
+	put_port_info(p + 4, nd, idx);
 }
 
 static void sa_records(const struct req *r, int kind)
@@ -1162,6 +1201,178 @@ static void sa_input(int src, uint16_t sport, const uint8_t *pkt, size_t len)
 	}
 }
 
+/* ---- SMA: every node's subnet management agent ----------------------------
+ *
+ * On hardware the SMA is part of each HCA. Here this process plays it for
+ * every node: it binds node i's QP0 port (127.77.<inst>.i : simf_qp_port(0))
+ * for i = 0..N, and the umad drop-in sends every SMP (class 0x01 LID-routed,
+ * 0x81 directed route) to that port of the destination node. So an answer
+ * really comes from node i's address and crosses the fabric (link state,
+ * fault rules and the capture apply to both directions). IB only: RoCE has
+ * no QP0.
+ */
+
+#define SMP_DATA_OFF 64
+#define SMP_DATA_LEN 64
+#define SMP_STATUS_BAD_VERSION 0x0004
+#define SMP_STATUS_UNSUPPORTED 0x000C /* unsupported method/attribute combination */
+#define SMP_STATUS_BAD_VALUE 0x001C   /* invalid attribute / modifier value */
+#define SMP_D_BIT 0x8000              /* direction bit of a directed-route SMP */
+
+#define SMP_ATTR_NODE_DESC 0x0010
+#define SMP_ATTR_NODE_INFO 0x0011
+#define SMP_ATTR_GUID_INFO 0x0014
+#define SMP_ATTR_PORT_INFO 0x0015
+#define SMP_ATTR_PKEY_TABLE 0x0016
+#define SMP_ATTR_SM_INFO 0x0020
+
+#define SM_STATE_MASTER 3
+
+static int g_sma_fd[SIMF_MAX_NODES];
+
+static void sma_open(void)
+{
+	for (unsigned i = 0; i < SIMF_MAX_NODES; i++)
+		g_sma_fd[i] = -1;
+	for (unsigned i = 0; i <= g_f->st->nnodes; i++) {
+		g_sma_fd[i] = simf_socket(g_f, (int)i, simf_qp_port(0), NULL);
+		if (g_sma_fd[i] < 0)
+			fprintf(stderr, "uscm-sim-sm: bind %s QP0 (its SMA): %s\n", g_f->st->nodes[i].name,
+				strerror(errno));
+	}
+}
+
+static const char *smp_attr_name(uint16_t attr)
+{
+	switch (attr) {
+	case SMP_ATTR_NODE_DESC: return "NodeDescription";
+	case SMP_ATTR_NODE_INFO: return "NodeInfo";
+	case SMP_ATTR_GUID_INFO: return "GUIDInfo";
+	case SMP_ATTR_PORT_INFO: return "PortInfo";
+	case SMP_ATTR_PKEY_TABLE: return "P_KeyTable";
+	case SMP_ATTR_SM_INFO: return "SMInfo";
+	default: return "attribute";
+	}
+}
+
+/* The data of a SubnGet(attr, mod) on node n into d (64 bytes, zeroed):
+ * 0 or a MAD status. */
+static uint16_t sma_get(int n, uint16_t attr, uint32_t mod, uint8_t *d)
+{
+	struct simf_node nd;
+
+	simf_lock(g_f);
+	nd = g_f->st->nodes[n];
+	simf_unlock(g_f);
+	switch (attr) {
+	case SMP_ATTR_NODE_DESC:
+		put_node_desc(d, &nd, n);
+		return 0;
+	case SMP_ATTR_NODE_INFO:
+		put_node_info(d, &nd);
+		return 0;
+	case SMP_ATTR_GUID_INFO:
+		/* modifier: block of 8 GUIDs; only the port GUID (index 0) is set */
+		if (mod >= (PORT_GUID_CAP + 7) / 8)
+			return SMP_STATUS_BAD_VALUE;
+		p64(d, nd.guid);
+		return 0;
+	case SMP_ATTR_PORT_INFO:
+		/* modifier bits 7:0: the port (0: the one the SMP came in on);
+		 * bit 31 (SMSupportsExtendedSpeeds) and the rest are ignored */
+		if ((mod & 0xFF) > 1)
+			return SMP_STATUS_BAD_VALUE;
+		put_port_info(d, &nd, n);
+		return 0;
+	case SMP_ATTR_PKEY_TABLE:
+		/* modifier bits 15:0: block of 32 entries (31:16, a switch port,
+		 * is ignored on a CA) */
+		if ((mod & 0xFFFF) >= (SIMF_PKEYS + 31) / 32)
+			return SMP_STATUS_BAD_VALUE;
+		for (int i = 0; i < SIMF_PKEYS; i++)
+			p16(d + 2 * i, nd.pkeys[i]);
+		return 0;
+	case SMP_ATTR_SM_INFO:
+		if (n != 0)
+			return SMP_STATUS_UNSUPPORTED; /* no SM on that node */
+		p64(d, nd.guid);
+		p64(d + 8, 0);                         /* SM_Key */
+		p32(d + 16, __atomic_load_n(&g_sm_activity, __ATOMIC_RELAXED));
+		d[20] = 0 << 4 | SM_STATE_MASTER;      /* Priority 0, SMState MASTER */
+		return 0;
+	default:
+		return SMP_STATUS_UNSUPPORTED;
+	}
+}
+
+/* One datagram to node n's QP0 (received on g_sma_fd[n]). */
+static void sma_input(int n, int src, uint16_t sport, const uint8_t *pkt, size_t len)
+{
+	uint8_t out[SIMF_BTH_LEN + SIMF_DETH_LEN + MAD_LEN + SIMF_ICRC_LEN], *rm;
+	const uint8_t *mad;
+	struct simf_bth b, ob;
+	uint16_t status, attr;
+	uint32_t mod;
+	int dr;
+
+	if (src < 0 || len < sizeof(out))
+		return;
+	/* what the HCA checks: ICRC, UD SEND-only to QP0 (any P_Key, any
+	 * Q_Key), MAD base version 1, only SMPs on QP0 */
+	if (simf_icrc(g_f, src, n, sport, simf_qp_port(0), pkt, len - SIMF_ICRC_LEN) !=
+	    simf_icrc_get(pkt + len - SIMF_ICRC_LEN))
+		return;
+	simf_bth_get(pkt, &b);
+	if (b.opcode != SIMF_OP_UD_SEND_ONLY || b.dest_qp != 0)
+		return;
+	mad = pkt + SIMF_BTH_LEN + SIMF_DETH_LEN;
+	if (mad[0] != UMAD_BASE_VERSION || (mad[1] != UMAD_CLASS_SUBN_LID_ROUTED &&
+					    mad[1] != UMAD_CLASS_SUBN_DIRECTED_ROUTE))
+		return;
+	/* the SMA answers Get and Set; Trap, TrapRepress and responses are
+	 * for an SM */
+	if (mad[3] != UMAD_METHOD_GET && mad[3] != UMAD_METHOD_SET)
+		return;
+	dr = mad[1] == UMAD_CLASS_SUBN_DIRECTED_ROUTE;
+	/* directed route: a returning SMP (D set) is not for an SMA, and one
+	 * with hops left would go out of port 1 to a switch: there is none */
+	if (dr && ((mad[4] & 0x80) || mad[7] != 0))
+		return;
+	attr = g16(mad + 16);
+	mod = g32(mad + 20);
+	memset(out, 0, sizeof(out));
+	rm = out + SIMF_BTH_LEN + SIMF_DETH_LEN;
+	memcpy(rm, mad, MAD_LEN);
+	rm[3] = UMAD_METHOD_GET_RESP;
+	memset(rm + SMP_DATA_OFF, 0, SMP_DATA_LEN);
+	if (mad[2] != 1)
+		status = SMP_STATUS_BAD_VERSION;
+	else if (mad[3] == UMAD_METHOD_SET)
+		status = SMP_STATUS_UNSUPPORTED; /* nothing here is configurable by SMPs */
+	else
+		status = sma_get(n, attr, mod, rm + SMP_DATA_OFF);
+	if (dr) {
+		status |= SMP_D_BIT;
+		rm[6] = 0; /* hop pointer, as the requester's SMI hands it over */
+	}
+	p16(rm + 4, status);
+	memset(&ob, 0, sizeof(ob));
+	ob.opcode = SIMF_OP_UD_SEND_ONLY;
+	ob.pkey = b.pkey;
+	ob.resv8a = SIMF_RESV8A(0, 0);
+	ob.dest_qp = g32(pkt + SIMF_BTH_LEN + 4) & 0xFFFFFF;
+	ob.psn = g_psn++ & 0xFFFFFF;
+	simf_bth_put(out, &ob);
+	p32(out + SIMF_BTH_LEN, 0);      /* Q_Key: QP0 has none */
+	p32(out + SIMF_BTH_LEN + 4, 0);  /* source QP 0 */
+	logf_("SMA of %s: Subn%s %s(0x%04x) mod 0x%x from node%d%s: status 0x%04x",
+	      g_f->st->nodes[n].name, mad[3] == UMAD_METHOD_GET ? "Get" : "Set", smp_attr_name(attr),
+	      attr, mod, src, dr ? " (directed route)" : "", status);
+	if (simf_send(g_f, g_sma_fd[n], n, src, sport, out, sizeof(out)) < 0)
+		logf_("SMA of %s: send to node%d:%u failed: %s", g_f->st->nodes[n].name, src, sport,
+		      strerror(errno));
+}
+
 /* ---- main ---------------------------------------------------------------------- */
 
 static void on_signal(int sig)
@@ -1257,8 +1468,15 @@ int main(int argc, char **argv)
 		logf_("RoCE fabric: no SM/SA; holding instance %u", g_f->st->instance);
 	}
 
+	if (g_f->st->link == SIMF_LINK_IB)
+		sma_open();
+	else
+		for (unsigned i = 0; i < SIMF_MAX_NODES; i++)
+			g_sma_fd[i] = -1;
+
 	while (!g_stop) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
+		struct pollfd p[1 + SIMF_MAX_NODES];
+		int who[1 + SIMF_MAX_NODES], np = 0;
 		uint64_t now = now_ms();
 		int rc;
 
@@ -1277,18 +1495,30 @@ int main(int argc, char **argv)
 			next_check = now + 200;
 		}
 		xfer_timers();
-		rc = poll(&p, 1, 50);
-		if (rc > 0 && (p.revents & POLLIN)) {
+		p[np] = (struct pollfd){ .fd = fd, .events = POLLIN };
+		who[np++] = -1;
+		for (int i = 0; i < SIMF_MAX_NODES; i++)
+			if (g_sma_fd[i] >= 0) {
+				p[np] = (struct pollfd){ .fd = g_sma_fd[i], .events = POLLIN };
+				who[np++] = i;
+			}
+		rc = poll(p, (nfds_t)np, 50);
+		for (int k = 0; rc > 0 && k < np; k++) {
 			uint8_t buf[4096];
 
-			for (int k = 0; k < 64; k++) {
+			if (!(p[k].revents & POLLIN))
+				continue;
+			for (int m = 0; m < 64; m++) {
 				int src;
 				uint16_t sport;
-				ssize_t n = simf_recv(g_f, fd, buf, sizeof(buf), &src, &sport);
+				ssize_t n = simf_recv(g_f, p[k].fd, buf, sizeof(buf), &src, &sport);
 
 				if (n < 0)
 					break;
-				sa_input(src, sport, buf, (size_t)n);
+				if (who[k] < 0)
+					sa_input(src, sport, buf, (size_t)n);
+				else
+					sma_input(who[k], src, sport, buf, (size_t)n);
 			}
 		}
 	}
@@ -1303,6 +1533,9 @@ int main(int argc, char **argv)
 		g_f->st->keeper_pid = 0;
 	simf_unlock(g_f);
 	close(fd);
+	for (int i = 0; i < SIMF_MAX_NODES; i++)
+		if (g_sma_fd[i] >= 0)
+			close(g_sma_fd[i]);
 	if (orphaned) {
 		static const char *const files[] = { "fabric.state", "hosts", "sm.log" };
 		char p[600];

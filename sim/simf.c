@@ -1103,6 +1103,15 @@ int simf_fault_parse(const char *spec, struct simf_fault *out, char *err, size_t
 				r.qpt = SIMF_QPT_ANY;
 			else
 				goto bad;
+		} else if (strcmp(tok, "op") == 0) {
+			if (strcmp(val, "data") == 0)
+				r.op = SIMF_MATCH_OP_DATA;
+			else if (strcmp(val, "ack") == 0)
+				r.op = SIMF_MATCH_OP_ACK;
+			else if (strcmp(val, "any") == 0)
+				r.op = SIMF_MATCH_OP_ANY;
+			else
+				goto bad;
 		} else if (strcmp(tok, "node") == 0) {
 			if (strcmp(val, "any") == 0)
 				r.node = -1;
@@ -1115,7 +1124,7 @@ int simf_fault_parse(const char *spec, struct simf_fault *out, char *err, size_t
 			else
 				goto bad;
 		} else {
-			snprintf(err, errlen, "unknown fault key '%s' (drop dup delay reorder class attr qpt node)", tok);
+			snprintf(err, errlen, "unknown fault key '%s' (drop dup delay reorder class attr qpt op node)", tok);
 			return -1;
 		}
 		continue;
@@ -1167,6 +1176,8 @@ void simf_fault_format(const struct simf_fault *r, char *buf, size_t len)
 	if (r->mgmt_class != 0xFF) ADD("%sclass=0x%02x", o ? "," : "", r->mgmt_class);
 	if (r->attr_id != 0xFFFF) ADD("%sattr=0x%04x", o ? "," : "", r->attr_id);
 	if (r->qpt <= SIMF_QPT_MAD) ADD("%sqpt=%s", o ? "," : "", qn[r->qpt]);
+	if (r->op == SIMF_MATCH_OP_DATA || r->op == SIMF_MATCH_OP_ACK)
+		ADD("%sop=%s", o ? "," : "", r->op == SIMF_MATCH_OP_DATA ? "data" : "ack");
 	if (r->node >= 0) ADD("%snode=%d", o ? "," : "", r->node);
 	if (!o) ADD("(no effect)");
 #undef ADD
@@ -1308,6 +1319,9 @@ static void pcap_write(struct simf *f, int src, int dst, uint16_t sport, const u
 		uint16_t slid = st->nodes[src].lid ? st->nodes[src].lid : 0xFFFF;
 		uint32_t dqp = (uint32_t)pkt[5] << 16 | (uint32_t)pkt[6] << 8 | pkt[7];
 		size_t pktlen = 8 + len;                  /* LRH..ICRC */
+		/* a directed-route SMP travels with the permissive LID */
+		int dr_smp = dqp == 0 && len >= SIMF_BTH_LEN + SIMF_DETH_LEN + 2 + SIMF_ICRC_LEN &&
+			     pkt[SIMF_BTH_LEN + SIMF_DETH_LEN + 1] == 0x81;
 		uint8_t *lrh = hdr + 16, m[8];
 		uint32_t ic;
 		uint16_t vc;
@@ -1328,9 +1342,9 @@ static void pcap_write(struct simf *f, int src, int dst, uint16_t sport, const u
 		/* LRH */
 		lrh[0] = (uint8_t)((dqp == 0 ? 15 : 0) << 4);   /* VL, LVer 0 */
 		lrh[1] = (uint8_t)(SIMF_RESV8A_SL(pkt[4]) << 4 | 2); /* SL, LNH = IBA local */
-		put16(lrh + 2, dlid);
+		put16(lrh + 2, dr_smp ? 0xFFFF : dlid);
 		put16(lrh + 4, (uint16_t)(((pktlen + 3) / 4) & 0x7FF));
-		put16(lrh + 6, slid);
+		put16(lrh + 6, dr_smp ? 0xFFFF : slid);
 		hl = 24;
 		/* ICRC: LRH with VL masked, BTH with resv8a masked, the rest */
 		memcpy(m, lrh, 8);
@@ -1386,6 +1400,17 @@ static int node_ok(const struct simf_state *st, int n)
 	return __atomic_load_n(&st->nodes[n].link_up, __ATOMIC_RELAXED) != 0;
 }
 
+/* Can a datagram go from src to dst? Both links must be up, except for an
+ * SMP a node sends to its own QP0 (a directed-route SMP with hop count 0):
+ * on hardware that one never leaves the HCA, so it reaches the local SMA
+ * with the link down too. */
+static int path_ok(const struct simf_state *st, int src, int dst, const uint8_t *pkt)
+{
+	if (src == dst && pkt[5] == 0 && pkt[6] == 0 && pkt[7] == 0)
+		return 1;
+	return node_ok(st, src) && node_ok(st, dst);
+}
+
 /* Hands one datagram to the destination socket. */
 static void deliver(struct simf *f, int fd, int src, int dst, uint16_t port, uint16_t sport,
 		    const uint8_t *pkt, size_t len)
@@ -1394,7 +1419,7 @@ static void deliver(struct simf *f, int fd, int src, int dst, uint16_t port, uin
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	ssize_t rc;
 
-	if (!node_ok(st, src) || !node_ok(st, dst)) {
+	if (!path_ok(st, src, dst, pkt)) {
 		__atomic_fetch_add(&st->nodes[src].tx_dropped, 1, __ATOMIC_RELAXED);
 		return;
 	}
@@ -1593,10 +1618,26 @@ static void rules_refresh(struct simf *f)
 	simf_unlock(f);
 }
 
+/* The packet kind of a BTH opcode (enum simf_match_op). */
+static int opcode_kind(uint8_t opcode)
+{
+	unsigned tclass = opcode >> 5, op = opcode & 0x1F;
+
+	/* RC, UC, RD, XRC: RDMA READ response first/middle/last/only (0x0D-0x10),
+	 * ACKNOWLEDGE (0x11) and ATOMIC ACKNOWLEDGE (0x12) answer a request */
+	if ((tclass <= 2 || tclass == 5) && op >= 0x0D && op <= 0x12)
+		return SIMF_MATCH_OP_ACK;
+	if (opcode == 0x81) /* RoCEv2 CNP: a notification back to the sender */
+		return SIMF_MATCH_OP_ACK;
+	return SIMF_MATCH_OP_DATA;
+}
+
 static int rule_match(const struct simf_fault *r, int src, int qpt, int is_mad, uint8_t mclass,
-		      uint16_t attr)
+		      uint16_t attr, int kind)
 {
 	if (r->node >= 0 && r->node != src)
+		return 0;
+	if (r->op != SIMF_MATCH_OP_ANY && r->op != kind)
 		return 0;
 	if (r->qpt != SIMF_QPT_ANY) {
 		if (r->qpt == SIMF_QPT_MAD) {
@@ -1631,7 +1672,7 @@ ssize_t simf_send(struct simf *f, int fd, int src, int dst, uint16_t port, void 
 	socklen_t mlen = sizeof(me);
 	uint8_t *p = pkt;
 	uint16_t sport;
-	int qpt, is_mad = 0, copies = 1;
+	int qpt, is_mad = 0, copies = 1, kind;
 	uint8_t mclass = 0;
 	uint16_t attr = 0;
 	uint64_t hold = 0;
@@ -1646,7 +1687,7 @@ ssize_t simf_send(struct simf *f, int fd, int src, int dst, uint16_t port, void 
 	simf_icrc_put(p + len - SIMF_ICRC_LEN,
 		      simf_icrc(f, src, dst, sport, port, p, len - SIMF_ICRC_LEN));
 	__atomic_fetch_add(&st->nodes[src].tx, 1, __ATOMIC_RELAXED);
-	if (!node_ok(st, src) || !node_ok(st, dst)) {
+	if (!path_ok(st, src, dst, p)) {
 		__atomic_fetch_add(&st->nodes[src].tx_dropped, 1, __ATOMIC_RELAXED);
 		return (ssize_t)len;
 	}
@@ -1655,6 +1696,7 @@ ssize_t simf_send(struct simf *f, int fd, int src, int dst, uint16_t port, void 
 		qpt = SIMF_QPT_UD;
 	else if (qpt == 2)
 		qpt = 0xFE;           /* RD: matches only "any" */
+	kind = opcode_kind(p[0]);
 	dqp = (uint32_t)p[5] << 16 | (uint32_t)p[6] << 8 | p[7];
 	if (qpt == SIMF_QPT_UD && dqp <= 1 &&
 	    len >= SIMF_BTH_LEN + SIMF_DETH_LEN + 24 + SIMF_ICRC_LEN) {
@@ -1669,7 +1711,7 @@ ssize_t simf_send(struct simf *f, int fd, int src, int dst, uint16_t port, void 
 	for (int i = 0; i < pv->nrules; i++) {
 		const struct simf_fault *r = &pv->rules[i];
 
-		if (!rule_match(r, src, qpt, is_mad, mclass, attr))
+		if (!rule_match(r, src, qpt, is_mad, mclass, attr, kind))
 			continue;
 		if (r->drop_ppm && draw_ppm(f, src) < r->drop_ppm) {
 			pthread_mutex_unlock(&pv->mu);

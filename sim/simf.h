@@ -101,11 +101,15 @@ struct simf_node {
 /* A fault rule: the first matching rule applies to a datagram. */
 enum simf_match_qpt { SIMF_QPT_ANY = 0xFF, SIMF_QPT_RC = 0, SIMF_QPT_UC = 1, SIMF_QPT_UD = 2,
 		      SIMF_QPT_MAD = 3 /* UD to QP0/QP1 */ };
+/* Packet kind by BTH opcode: data = requests (SEND, RDMA WRITE, RDMA READ
+ * request, atomics, and every UD datagram, MADs included); ack = what a
+ * responder sends back (ACK/NAK, RDMA READ response, atomic ACK). */
+enum simf_match_op { SIMF_MATCH_OP_ANY = 0, SIMF_MATCH_OP_DATA = 1, SIMF_MATCH_OP_ACK = 2 };
 struct simf_fault {
 	uint8_t used;
 	uint8_t qpt;            /* enum simf_match_qpt */
 	uint8_t mgmt_class;     /* 0xFF: any (MAD rules) */
-	uint8_t _pad;
+	uint8_t op;             /* enum simf_match_op (0: any) */
 	uint16_t attr_id;       /* 0xFFFF: any */
 	int16_t node;           /* -1: any sender, else sender node */
 	uint32_t drop_ppm;      /* parts per million */
@@ -241,8 +245,8 @@ int simf_mcast_targets(struct simf *f, const uint8_t *mgid, uint16_t mlid,
 /* ---- fault rules -------------------------------------------------------------- */
 
 /* Parses one rule "drop=5%,dup=1%,delay=2ms,reorder=10%:5ms,class=0x07,
- * attr=0x10,qpt=mad|rc|uc|ud|any,node=2" (see docs/sim.md). 0, or -1 with a
- * message in err. */
+ * attr=0x10,qpt=mad|rc|uc|ud|any,op=data|ack|any,node=2" (see docs/sim.md).
+ * 0, or -1 with a message in err. */
 int simf_fault_parse(const char *spec, struct simf_fault *out, char *err, size_t errlen);
 /* Formats a rule back into that syntax. */
 void simf_fault_format(const struct simf_fault *r, char *buf, size_t len);

@@ -48,25 +48,43 @@ struct opts {
 	int start_opts;         /* any start-only option given */
 };
 
-static void usage(void)
+static void usage_to(FILE *out, int rc)
 {
-	fprintf(stderr,
+	fprintf(out,
 		"usage: uscm-sim COMMAND [options]\n"
 		"  start [--dir D] [--nodes N] [--link ib|roce] [--seed S] [--pcap FILE]\n"
-		"        [--fault SPEC]... [-v]     start a fabric (default 2 nodes, IB)\n"
+		"        [--fault SPEC]... [-v]     start a fabric (default 2 nodes, IB)   (alias: up)\n"
 		"  stop [--dir D]                   kill the SM and every node process, remove state\n"
+		"                                   (alias: down)\n"
 		"  status [--dir D]                 node table, LIDs, port states, counters, faults\n"
 		"  env [--dir D] [--node NAME]      print the environment lines for a program\n"
-		"  fault [--dir D] SPEC...|add SPEC|clear   replace / extend / clear fault rules\n"
+		"  fault [--dir D] SPEC...|add SPEC...|clear|list   replace / extend / clear / show\n"
+		"                                   the fault rules                        (alias: faults)\n"
 		"  link [--dir D] NODE up|down      take a node's link down or up\n"
 		"  kill [--dir D] NODE              SIGKILL every process attached as NODE\n"
 		"  run [--dir D] [--node NAME] [start options] -- CMD [ARGS...]\n"
-		"      run CMD on a running fabric, or start one, run CMD, stop it\n"
-		"SPEC: drop=5%%,dup=1%%,delay=2ms,reorder=10%%:5ms,class=0x07,attr=0x10,\n"
-		"      qpt=mad|rc|uc|ud,node=2   (rules separated by ';'; first match wins)\n"
-		"D defaults to $USCM_SIM_DIR, else %s.\n",
+		"      run CMD on a running fabric, or start one, run CMD, stop it; CMD gets\n"
+		"      LD_LIBRARY_PATH = the drop-in libibumad/libibverbs (and uscm's librdmacm\n"
+		"      when built), USCM_SIM_DIR and USCM_SIM_NODE\n"
+		"NODE: node1..nodeN (or 1..N, 127.10.0.i), sm\n"
+		"SPEC: one rule = comma-separated key=value; rules separated by ';'; the first\n"
+		"      rule that matches a datagram applies.\n"
+		"  effects:  drop=5%% | 0.5%% | 5000ppm   dup=1%%   delay=2ms|250us|1s\n"
+		"            reorder=10%%:5ms (hold that fraction back by 5 ms)\n"
+		"  matches:  qpt=mad|rc|uc|ud|any      transport (mad = UD to QP0/QP1)\n"
+		"            op=data|ack|any           data: SEND, WRITE, READ request, atomic, UD;\n"
+		"                                      ack: ACK/NAK, READ response, atomic ACK\n"
+		"            class=0x07 attr=0x0010    MAD management class / attribute ID\n"
+		"            node=2|node2|sm           the sending node\n"
+		"  e.g. 'drop=5%%,qpt=rc,op=data' loses RC data packets but never their ACKs.\n"
+		"D defaults to $USCM_SIM_DIR, else %s. See docs/sim.md.\n",
 		simf_default_dir());
-	exit(2);
+	exit(rc);
+}
+
+static void usage(void)
+{
+	usage_to(stderr, 2);
 }
 
 static const char *fabric_dir(const struct opts *o)
@@ -127,6 +145,8 @@ static int parse_opts(int argc, char **argv, int i, struct opts *o)
 			}
 			o->faults[o->nfaults++] = argv[++i];
 			o->start_opts = 1;
+		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			usage_to(stdout, 0);
 		} else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
 			o->verbose = 1;
 		} else if (a[0] == '-' && a[1]) {
@@ -961,7 +981,7 @@ int main(int argc, char **argv)
 	if (strcmp(cmd, "run") == 0)
 		return cmd_run(&o, argc, argv, i);
 	if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0)
-		usage();
+		usage_to(stdout, 0);
 	fprintf(stderr, "uscm-sim: unknown command '%s'\n", cmd);
 	usage();
 	return 2;

@@ -30,8 +30,10 @@
  * it answers is outstanding (sent with timeout_ms > 0) and comes from the
  * node it was sent to; a Get/Set that no agent serves is answered with
  * status 0x000C (unsupported method/attribute), other unserved requests are
- * dropped; the Q_Key of a sent MAD is the QP's own (0x80010000 on QP1),
- * addr.qkey is ignored; received non-RMPP MADs are 256 bytes long.
+ * dropped (a SubnGet/SubnSet on IB always goes to the destination's SMA,
+ * which the fabric's SM process hosts on every node's QP0 port); the Q_Key
+ * of a sent MAD is the QP's own (0x80010000 on QP1), addr.qkey is ignored;
+ * received non-RMPP MADs are 256 bytes long.
  * See sim/umad/README.md for the choices and the differences.
  */
 #define _GNU_SOURCE
@@ -830,9 +832,18 @@ static size_t build_pkt(uint8_t *pkt, uint8_t sl, int grh, uint16_t pkey, uint32
 
 /* The node a MAD addressed by *a goes to: 0 and *dst (-1: no such node, the
  * MAD is lost on the wire), or an errno the kernel's AH creation gives. */
-static int resolve_dst(const ib_mad_addr_t *a, int *dst)
+static int resolve_dst(const ib_mad_addr_t *a, const uint8_t *mad, int *dst)
 {
 	*dst = -1;
+	if (!roce() && M_CLASS(mad) == 0x81 && !is_response(mad) &&
+	    (be16toh(a->lid) == 0xFFFF || be16toh(a->lid) == 0)) {
+		/* A directed-route SMP from this port (permissive DLID): with
+		 * hop count 0 it is for this node's own SMA; more hops would
+		 * leave through port 1 into a switch, and the fabric has none. */
+		if (mad[7] == 0)
+			*dst = G.self;
+		return 0;
+	}
 	if (roce()) {
 		if (!a->grh_present)
 			return EINVAL; /* RoCE needs a GRH */
@@ -856,6 +867,13 @@ static uint16_t dest_port(const struct uport *up, int dst, uint32_t qpn, const u
 	*unserved = 0;
 	if (qpn > 1)
 		return simf_qp_port(qpn); /* a UD QP of the verbs drop-in */
+	/* A SubnGet/SubnSet goes to the destination's SMA, which on hardware
+	 * is the HCA itself and answers before any agent sees it; the fabric's
+	 * SM process hosts every node's SMA on the node's QP0 port. (Traps and
+	 * the like go to whoever registered for them, as below.) */
+	if (qpn == 0 && !roce() && smi_class(M_CLASS(mad)) &&
+	    (M_METHOD(mad) == 0x01 || M_METHOD(mad) == 0x02))
+		return simf_qp_port(0);
 	if (is_response(mad)) {
 		uint64_t tid = get64(mad + 8);
 		uint16_t p = (uint16_t)(tid >> 32);
@@ -909,7 +927,7 @@ static int xmit(struct uport *up, const ib_mad_addr_t *a, uint8_t *pkt, int *dst
 	int dst, e;
 
 	*unserved = 0;
-	e = resolve_dst(a, &dst);
+	e = resolve_dst(a, mad, &dst);
 	*dst_out = dst;
 	if (e)
 		return e;

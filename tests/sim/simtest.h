@@ -152,4 +152,217 @@ static inline int st_claim_instance(unsigned *inst)
 	return -1;
 }
 
+/* ---- running programs on a fabric (uscm-sim run) -------------------------- */
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+
+/* An installed program: /usr/sbin/NAME or /usr/bin/NAME (infiniband-diags
+ * puts its tools in sbin, which a non-root PATH may lack), else NULL. */
+static inline const char *st_tool(const char *name)
+{
+	static char buf[8][256];
+	static int next;
+	const char *dirs[] = { "/usr/sbin", "/usr/bin", "/sbin", "/bin" };
+
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		char *b = buf[next];
+
+		snprintf(b, sizeof(buf[0]), "%s/%s", dirs[i], name);
+		if (access(b, X_OK) == 0) {
+			next = (next + 1) % 8;
+			return b;
+		}
+	}
+	return NULL;
+}
+
+/* Starts `uscm-sim run --dir dir --node node -- argv...` in the background,
+ * stdout and stderr into out; it dies with the test (PDEATHSIG). */
+static inline pid_t st_run_bg(const char *dir, const char *node, const char *out, char *const argv[])
+{
+	char sim[512];
+	pid_t pid;
+
+	snprintf(sim, sizeof(sim), "%s/uscm-sim", st_bin());
+	pid = fork();
+	if (pid == 0) {
+		char *args[32];
+		int n = 0, fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		args[n++] = sim;
+		args[n++] = "run";
+		args[n++] = "--dir";
+		args[n++] = (char *)dir;
+		args[n++] = "--node";
+		args[n++] = (char *)node;
+		args[n++] = "--";
+		for (int i = 0; argv[i] && n < 31; i++)
+			args[n++] = argv[i];
+		args[n] = NULL;
+		execv(sim, args);
+		_exit(127);
+	}
+	cr_assert_gt(pid, 0, "fork");
+	return pid;
+}
+
+/* Waits for pid at most ms, then kills it: its exit status, 128 + signal,
+ * or 999 on timeout. */
+static inline int st_reap(pid_t pid, int ms)
+{
+	int st;
+
+	for (int waited = 0;; waited += 10) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+
+		if (r == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		if (r < 0)
+			return -1;
+		if (waited >= ms) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			return 999;
+		}
+		usleep(10000);
+	}
+}
+
+/* A file's content (malloc'd, "" when unreadable). */
+static inline char *st_slurp(const char *path)
+{
+	FILE *fp = fopen(path, "r");
+	size_t n = 0, cap = 4096;
+	char *buf = malloc(cap);
+
+	cr_assert(buf);
+	if (fp) {
+		size_t k;
+
+		while ((k = fread(buf + n, 1, cap - n - 1, fp)) > 0) {
+			n += k;
+			if (cap - n < 1024) {
+				cap *= 2;
+				buf = realloc(buf, cap);
+				cr_assert(buf);
+			}
+		}
+		fclose(fp);
+	}
+	buf[n] = 0;
+	return buf;
+}
+
+/* Is a TCP socket listening on port (IPv4 or IPv6, any address)? */
+static inline int st_tcp_listening(unsigned port)
+{
+	static const char *const files[] = { "/proc/net/tcp", "/proc/net/tcp6" };
+	char line[512], la[80], ra[80];
+	unsigned state;
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		FILE *fp = fopen(files[i], "r");
+
+		if (!fp)
+			continue;
+		while (fgets(line, sizeof(line), fp)) {
+			const char *c;
+
+			if (sscanf(line, " %*d: %79s %79s %x", la, ra, &state) != 3 || state != 0x0A)
+				continue;
+			c = strrchr(la, ':');
+			if (c && strtoul(c + 1, NULL, 16) == port) {
+				fclose(fp);
+				return 1;
+			}
+		}
+		fclose(fp);
+	}
+	return 0;
+}
+
+/* A TCP port nobody listens on now (for a program's side channel). */
+static inline unsigned st_free_tcp_port(void)
+{
+	static unsigned seq;
+
+	for (int k = 0; k < 1000; k++) {
+		unsigned p = 20000u + ((unsigned)getpid() * 37u + seq++ * 7919u) % 30000u;
+
+		if (!st_tcp_listening(p))
+			return p;
+	}
+	return 20000u + (unsigned)getpid() % 30000u;
+}
+
+/* One ibv_*_pingpong run on fabric dir: server on node2, client on node1
+ * (TCP side channel on 127.0.0.1), -g 0, iters iterations, extra arguments
+ * (NULL-terminated list). 0 when both succeed; else a message in *why
+ * (malloc'd). */
+static inline int st_pingpong(const char *dir, const char *tool, int iters, const char *const *extra,
+			      char **why)
+{
+	char so[] = "/tmp/uscm-simtest-srv.XXXXXX", co[] = "/tmp/uscm-simtest-cli.XXXXXX";
+	char port[16], n[16];
+	char *sargv[24], *cargv[24];
+	unsigned pn = st_free_tcp_port();
+	int fd, a = 0, rs, rc;
+	pid_t srv, cli;
+	char *s_out, *c_out;
+
+	fd = mkstemp(so);
+	close(fd);
+	fd = mkstemp(co);
+	close(fd);
+	snprintf(port, sizeof(port), "%u", pn);
+	snprintf(n, sizeof(n), "%d", iters);
+	sargv[a] = cargv[a] = (char *)tool, a++;
+	sargv[a] = cargv[a] = "-p", a++;
+	sargv[a] = cargv[a] = port, a++;
+	sargv[a] = cargv[a] = "-n", a++;
+	sargv[a] = cargv[a] = n, a++;
+	sargv[a] = cargv[a] = "-g", a++;
+	sargv[a] = cargv[a] = "0", a++;
+	for (int i = 0; extra && extra[i] && a < 20; i++)
+		sargv[a] = cargv[a] = (char *)extra[i], a++;
+	sargv[a] = NULL;
+	cargv[a] = "127.0.0.1";
+	cargv[a + 1] = NULL;
+	srv = st_run_bg(dir, "node2", so, sargv);
+	for (int t = 0; t < 10000 && !st_tcp_listening(pn); t += 10) {
+		if (waitpid(srv, NULL, WNOHANG) == srv)
+			break;
+		usleep(10000);
+	}
+	cli = st_run_bg(dir, "node1", co, cargv);
+	rc = st_reap(cli, 60000);
+	rs = st_reap(srv, 10000);
+	s_out = st_slurp(so);
+	c_out = st_slurp(co);
+	unlink(so);
+	unlink(co);
+	if (rc || rs || !strstr(c_out, " iters in ") || !strstr(s_out, " iters in ")) {
+		if (why) {
+			size_t len = strlen(tool) + strlen(c_out) + strlen(s_out) + 64;
+
+			*why = malloc(len);
+			if (*why)
+				snprintf(*why, len, "%s: client %d: %s\nserver %d: %s", tool, rc, c_out, rs, s_out);
+		}
+		free(s_out);
+		free(c_out);
+		return -1;
+	}
+	free(s_out);
+	free(c_out);
+	return 0;
+}
+
 #endif

@@ -5,6 +5,7 @@
  * process (USCM_SIM_WATCH_PID) so a crashed test leaves nothing behind. */
 #include "simtest.h"
 
+#include <limits.h>
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -568,6 +569,47 @@ Test(fabric, run_starts_runs_stops)
 	cr_assert(strstr(out, "/sim/lib"), "%s", out);
 	free(out);
 	cr_assert(simf_pid_alive(g_f->st->keeper_pid), "still running");
+}
+
+/* LD_LIBRARY_PATH of a program run on the fabric: the drop-ins, then uscm's
+ * librdmacm when it is built (build/lib, ../lib from uscm-sim), then what
+ * the caller had; the dynamic linker resolves an rdma_cm program to them. */
+Test(fabric, run_puts_drop_ins_and_uscm_librdmacm_first)
+{
+	char simlib[PATH_MAX], lib[PATH_MAX], p[PATH_MAX + 64], want[3 * PATH_MAX], *out = NULL;
+	int have_rdmacm;
+
+	unsetenv("USCM_SIM_LIBDIR");
+	snprintf(p, sizeof(p), "%s/../sim/lib", st_bin());
+	cr_assert(realpath(p, simlib), "%s", p);
+	snprintf(p, sizeof(p), "%s/../lib/librdmacm.so.1", st_bin());
+	have_rdmacm = access(p, R_OK) == 0;
+	snprintf(p, sizeof(p), "%s/../lib", st_bin());
+	if (have_rdmacm)
+		cr_assert(realpath(p, lib), "%s", p);
+	start("--nodes 2");
+	cr_assert_eq(st_sh(&out, "LD_LIBRARY_PATH=/opt/x/lib '%s/uscm-sim' run --dir '%s' --node node1 -- "
+				 "sh -c 'echo \"$LD_LIBRARY_PATH\"'", st_bin(), g_dir), 0, "%s", out);
+	if (have_rdmacm)
+		snprintf(want, sizeof(want), "%s:%s:/opt/x/lib\n", simlib, lib);
+	else
+		snprintf(want, sizeof(want), "%s:/opt/x/lib\n", simlib);
+	cr_assert_str_eq(out, want);
+	free(out);
+	/* `uscm-sim env` prints the same directories */
+	cr_assert_eq(st_sh(&out, "'%s/uscm-sim' env --dir '%s' --node node2", st_bin(), g_dir), 0);
+	want[strlen(want) - strlen(":/opt/x/lib\n")] = 0;
+	cr_assert(strstr(out, want), "%s", out);
+	free(out);
+	if (have_rdmacm && access("/usr/bin/rping", X_OK) == 0) {
+		cr_assert_eq(st_sh(&out, "'%s/uscm-sim' run --dir '%s' --node node1 -- ldd /usr/bin/rping", st_bin(),
+				   g_dir), 0, "%s", out);
+		snprintf(want, sizeof(want), "librdmacm.so.1 => %s/librdmacm.so.1 ", lib);
+		cr_expect(strstr(out, want), "%s", out);
+		snprintf(want, sizeof(want), "libibverbs.so.1 => %s/libibverbs.so.1 ", simlib);
+		cr_expect(strstr(out, want), "%s", out);
+		free(out);
+	}
 }
 
 Test(fabric, pcap_of_sa_traffic_decodes)

@@ -410,6 +410,74 @@ Test(simf, mad_rules_match_class_and_attribute)
 	simf_detach(f);
 }
 
+/* op=data / op=ack select by BTH opcode: requests (SEND, WRITE, READ
+ * request, atomics, UD) versus what answers them (ACK/NAK, READ response,
+ * atomic ACK). */
+Test(simf, op_rules_separate_data_from_acks)
+{
+	static const struct { uint8_t opcode; int ack; } ops[] = {
+		{ 0x04, 0 }, /* RC SEND only */
+		{ 0x00, 0 }, /* RC SEND first */
+		{ 0x0A, 0 }, /* RC RDMA WRITE only */
+		{ 0x0C, 0 }, /* RC RDMA READ request */
+		{ 0x14, 0 }, /* RC FetchAdd */
+		{ 0x0D, 1 }, /* RC RDMA READ response first */
+		{ 0x10, 1 }, /* RC RDMA READ response only */
+		{ 0x11, 1 }, /* RC ACKNOWLEDGE */
+		{ 0x12, 1 }, /* RC ATOMIC ACKNOWLEDGE */
+		{ 0x24, 0 }, /* UC SEND only */
+		{ 0x64, 0 }, /* UD SEND only */
+	};
+	const char *specs[] = { "drop=100%,op=data", "drop=100%,op=ack", "drop=100%,op=any",
+				"drop=100%,qpt=rc,op=ack" };
+	uint8_t pkt[64] = { 0 }, buf[128];
+	struct simf_fault r;
+	char err[128], fmt[128];
+
+	cr_assert_eq(simf_fault_parse("drop=5%,qpt=rc,op=data", &r, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(r.op, SIMF_MATCH_OP_DATA);
+	simf_fault_format(&r, fmt, sizeof(fmt));
+	cr_assert_str_eq(fmt, "drop=5%,qpt=rc,op=data");
+	cr_assert_eq(simf_fault_parse("op=ack,dup=1%", &r, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(r.op, SIMF_MATCH_OP_ACK);
+	simf_fault_format(&r, fmt, sizeof(fmt));
+	cr_assert_str_eq(fmt, "dup=1%,op=ack");
+	cr_assert_eq(simf_fault_parse("op=any", &r, err, sizeof(err)), 0);
+	cr_assert_eq(r.op, SIMF_MATCH_OP_ANY);
+	cr_assert_eq(simf_fault_parse("op=nak", &r, err, sizeof(err)), -1);
+	cr_assert(strstr(err, "nak"), "%s", err);
+
+	for (size_t k = 0; k < sizeof(specs) / sizeof(specs[0]); k++) {
+		struct simf *f = mk_with_rule(7, specs[k]);
+		uint16_t pb;
+		int a = simf_socket(f, 1, 0, NULL), b = simf_socket(f, 2, 0, &pb);
+
+		cr_assert(a >= 0 && b >= 0);
+		for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+			int want_drop;
+
+			if (k == 0)
+				want_drop = !ops[i].ack;
+			else if (k == 1)
+				want_drop = ops[i].ack;
+			else if (k == 2)
+				want_drop = 1;
+			else
+				want_drop = ops[i].ack && ops[i].opcode < 0x20;
+			memset(pkt, 0, sizeof(pkt));
+			pkt[0] = ops[i].opcode;
+			pkt[7] = 0x42; /* QP 0x42: not a MAD */
+			cr_assert_eq(simf_send(f, a, 1, 2, pb, pkt, sizeof(pkt)), (ssize_t)sizeof(pkt));
+			cr_assert_eq(st_recv(f, b, buf, sizeof(buf), NULL, NULL, want_drop ? 20 : 500),
+				     want_drop ? -1 : (ssize_t)sizeof(pkt), "%s: opcode 0x%02x %s", specs[k],
+				     ops[i].opcode, want_drop ? "should be dropped" : "should pass");
+		}
+		close(a);
+		close(b);
+		simf_detach(f);
+	}
+}
+
 Test(simf, delay_and_reorder)
 {
 	uint8_t arr[40];
