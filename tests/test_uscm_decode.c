@@ -253,6 +253,7 @@ Test(uscm_decode, malformed_mad_is_flagged_not_fatal)
 	snprintf(cmd, sizeof(cmd), "%s/uscm-decode %s 2>&1", bindir, path);
 	cr_assert_eq(run(cmd, &out), 0, "%s", out);
 	cr_assert(strstr(out, "[malformed: CM class version 9, expected 2]"), "%s", out);
+	cr_assert(strstr(out, "1 malformed MADs, 0 MADs not decoded"), "%s", out);
 	cr_assert(strstr(out, "[bad ICRC]"), "the edit also broke the ICRC:\n%s", out);
 	cr_assert(strstr(out, "CM Send REP"), "%s", out);
 	free(out);
@@ -272,5 +273,33 @@ Test(uscm_decode, usage_errors)
 	snprintf(cmd, sizeof(cmd), "%s/uscm-decode %s/nonexistent.pcap 2>&1", bindir, tmpdir);
 	cr_assert_eq(run(cmd, &out), 1);
 	cr_assert(strstr(out, "nonexistent.pcap"), "%s", out);
+	free(out);
+}
+
+Test(uscm_decode, attribute_without_table_is_not_malformed)
+{
+	char cmd[1200], *out;
+	char path[600];
+	FILE *f;
+	long off;
+
+	demo();
+	snprintf(path, sizeof(path), "%s/handshake-ib.pcap", tmpdir);
+	/* The first REQ's attribute ID low byte (MAD byte 17): make it SAP
+	 * (0x1B), a CM attribute uscm has no table for. */
+	off = 24 + 2 * (16 + 16 + 290) + 16 + 16 + 28 + 17;
+	f = fopen(path, "r+b");
+	cr_assert_not_null(f);
+	fseek(f, off, SEEK_SET);
+	cr_assert_eq(fgetc(f), 0x10, "offset arithmetic: the byte must be REQ's attribute ID");
+	fseek(f, off, SEEK_SET);
+	fputc(0x1B, f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "%s/uscm-decode %s 2>&1", bindir, path);
+	cr_assert_eq(run(cmd, &out), 0, "%s", out);
+	cr_assert(strstr(out, "CM Send SAP(0x001b)"), "%s", out);
+	cr_assert(strstr(out, "[not decoded: unknown CM attribute 0x001b]"), "%s", out);
+	cr_assert(!strstr(out, "[malformed"), "%s", out);
+	cr_assert(strstr(out, "0 malformed MADs, 1 MADs not decoded"), "%s", out);
 	free(out);
 }

@@ -171,7 +171,11 @@ static void print_meta(const struct um_frame_meta *m, FILE *out)
 	fputc('\n', out);
 }
 
-static void print_mad(const struct um_pcap_mad *p, double t, const struct opts *o, FILE *out)
+/* What print_mad made of a MAD, for the closing statistics. */
+enum mad_verdict { MAD_OK, MAD_MALFORMED, MAD_NOT_DECODED };
+
+static enum mad_verdict print_mad(const struct um_pcap_mad *p, double t, const struct opts *o,
+				  FILE *out)
 {
 	const uint8_t *mad = p->mad;
 	struct cmp_mad_hdr hdr;
@@ -197,6 +201,9 @@ static void print_mad(const struct um_pcap_mad *p, double t, const struct opts *
 	}
 	endpoint(&p->meta, 1, src, sizeof(src));
 	endpoint(&p->meta, 0, dst, sizeof(dst));
+	/* An attribute the codecs have no table for is not a malformed MAD. */
+	enum mad_verdict verdict = !d.errors ? MAD_OK
+				   : d.d[0].code == CMP_E_ATTR ? MAD_NOT_DECODED : MAD_MALFORMED;
 
 	if (o->json) {
 		fprintf(out, "{\"frame\": %" PRIu64 ", \"time\": %.9f, \"link\": \"%s\", \"src\": ",
@@ -222,7 +229,7 @@ static void print_mad(const struct um_pcap_mad *p, double t, const struct opts *
 		}
 		print_diags(&d, out, 1);
 		fputs("}\n", out);
-		return;
+		return verdict;
 	}
 
 	fprintf(out, "%5" PRIu64 " %12.6f %s -> %s %s %s %s(0x%04x) tid 0x%016" PRIx64,
@@ -232,7 +239,9 @@ static void print_mad(const struct um_pcap_mad *p, double t, const struct opts *
 		cm_summary(&cm, out);
 	if (is_sa && d.errors == 0)
 		um_sa_summary(&sa, out);
-	if (d.errors)
+	if (verdict == MAD_NOT_DECODED)
+		fprintf(out, " [not decoded: %s]", d.d[0].text);
+	else if (verdict == MAD_MALFORMED)
 		fprintf(out, " [malformed: %s]", d.d[0].text);
 	else if (d.total)
 		fprintf(out, " [%u warning%s]", d.total, d.total > 1 ? "s" : "");
@@ -240,7 +249,7 @@ static void print_mad(const struct um_pcap_mad *p, double t, const struct opts *
 		fputs(" [bad ICRC]", out);
 	fputc('\n', out);
 	if (!o->verbose)
-		return;
+		return verdict;
 	print_meta(&p->meta, out);
 	if (is_cm)
 		cmp_cm_print(&cm, out, 2);
@@ -251,6 +260,7 @@ static void print_mad(const struct um_pcap_mad *p, double t, const struct opts *
 		cmp_layout_print(&cmp_mad_hdr_layout, &hdr, out, 4);
 	}
 	print_diags(&d, out, 0);
+	return verdict;
 }
 
 int main(int argc, char **argv)
@@ -267,6 +277,7 @@ int main(int argc, char **argv)
 	struct um_pcap_mad p;
 	char err[256];
 	uint64_t t0 = 0;
+	unsigned long verdicts[3] = { 0 };
 	int c, rc, first = 1;
 
 	while ((c = getopt_long(argc, argv, "vh", lopts, NULL)) != -1) {
@@ -294,12 +305,16 @@ int main(int argc, char **argv)
 		}
 		double t = o.abs_time ? (double)p.meta.ts_ns / 1e9
 				      : (double)(int64_t)(p.meta.ts_ns - t0) / 1e9;
-		print_mad(&p, t, &o, stdout);
+		verdicts[print_mad(&p, t, &o, stdout)]++;
 	}
 	const struct um_pcap_stats *s = um_pcap_stats(r);
+	/* "malformed" counts frames too broken to hold a MAD; MADs that fail
+	 * to decode and attributes uscm has no table for are counted after. */
 	fprintf(stderr, "uscm-decode: %" PRIu64 " frames, %" PRIu64 " MADs, %" PRIu64
-			" skipped (not MADs), %" PRIu64 " malformed, %" PRIu64 " bad ICRC\n",
-		s->frames, s->mads, s->skipped, s->malformed, s->bad_icrc);
+			" skipped (not MADs), %" PRIu64 " malformed, %" PRIu64 " bad ICRC; "
+			"%lu malformed MADs, %lu MADs not decoded\n",
+		s->frames, s->mads, s->skipped, s->malformed, s->bad_icrc,
+		verdicts[MAD_MALFORMED], verdicts[MAD_NOT_DECODED]);
 	if (rc < 0)
 		fprintf(stderr, "uscm-decode: %s\n", um_pcap_error(r));
 	um_pcap_close_read(r);
