@@ -205,37 +205,50 @@ static void send_dreq(struct cmp_engine *e, struct cmp_conn *c, const void *pdat
 		  c->max_cm_retries, now);
 }
 
+/* A REQ describes two paths with the same fields under the prefixes
+ * primary_ and alternate_; these macros read or write one of them. */
+#define REQ_PATH_READ(p, r, pfx)                                                  \
+	do {                                                                      \
+		memcpy((p)->sgid, (r)->pfx##_remote_gid, 16);                     \
+		memcpy((p)->dgid, (r)->pfx##_local_gid, 16);                      \
+		(p)->slid = (r)->pfx##_remote_lid;                                \
+		(p)->dlid = (r)->pfx##_local_lid;                                 \
+		(p)->flow_label = (r)->pfx##_flow_label;                          \
+		(p)->tclass = (r)->pfx##_traffic_class;                           \
+		(p)->hop_limit = (r)->pfx##_hop_limit;                            \
+		(p)->sl = (r)->pfx##_sl;                                          \
+		(p)->rate = (r)->pfx##_packet_rate;                               \
+		(p)->subnet_local = (r)->pfx##_subnet_local;                      \
+		/* As the kernel does: the REQ carries the active side's ACK      \
+		 * timeout, lifetime + 1 at least. */                             \
+		(p)->packet_life_time = (r)->pfx##_local_ack_timeout ?            \
+					(r)->pfx##_local_ack_timeout - 1 : 0;     \
+	} while (0)
+
+#define REQ_PATH_WRITE(r, p, pfx, ack_timeout)                                    \
+	do {                                                                      \
+		(r)->pfx##_local_lid = (p)->slid;                                 \
+		(r)->pfx##_remote_lid = (p)->dlid;                                \
+		memcpy((r)->pfx##_local_gid, (p)->sgid, 16);                      \
+		memcpy((r)->pfx##_remote_gid, (p)->dgid, 16);                     \
+		(r)->pfx##_flow_label = (p)->flow_label;                          \
+		(r)->pfx##_packet_rate = (p)->rate;                               \
+		(r)->pfx##_traffic_class = (p)->tclass;                           \
+		(r)->pfx##_hop_limit = (p)->hop_limit;                            \
+		(r)->pfx##_sl = (p)->sl;                                          \
+		(r)->pfx##_subnet_local = (p)->subnet_local;                      \
+		(r)->pfx##_local_ack_timeout = (ack_timeout);                     \
+	} while (0)
+
+/* The REQ's path as seen from the passive side. */
 static void path_from_req(struct cmp_path *p, const struct cmp_cm_req *r, int alt,
 			  const struct cmp_addr *src)
 {
 	memset(p, 0, sizeof(*p));
-	if (!alt) {
-		memcpy(p->sgid, r->primary_remote_gid, 16);
-		memcpy(p->dgid, r->primary_local_gid, 16);
-		p->slid = r->primary_remote_lid;
-		p->dlid = r->primary_local_lid;
-		p->flow_label = r->primary_flow_label;
-		p->tclass = r->primary_traffic_class;
-		p->hop_limit = r->primary_hop_limit;
-		p->sl = r->primary_sl;
-		p->rate = r->primary_packet_rate;
-		p->subnet_local = r->primary_subnet_local;
-		/* As the kernel does: the REQ carries the active side's ACK
-		 * timeout, lifetime + 1 at least. */
-		p->packet_life_time = r->primary_local_ack_timeout ? r->primary_local_ack_timeout - 1 : 0;
-	} else {
-		memcpy(p->sgid, r->alternate_remote_gid, 16);
-		memcpy(p->dgid, r->alternate_local_gid, 16);
-		p->slid = r->alternate_remote_lid;
-		p->dlid = r->alternate_local_lid;
-		p->flow_label = r->alternate_flow_label;
-		p->tclass = r->alternate_traffic_class;
-		p->hop_limit = r->alternate_hop_limit;
-		p->sl = r->alternate_sl;
-		p->rate = r->alternate_packet_rate;
-		p->subnet_local = r->alternate_subnet_local;
-		p->packet_life_time = r->alternate_local_ack_timeout ? r->alternate_local_ack_timeout - 1 : 0;
-	}
+	if (!alt)
+		REQ_PATH_READ(p, r, primary);
+	else
+		REQ_PATH_READ(p, r, alternate);
 	p->mtu = r->path_mtu;
 	p->pkey = r->pkey;
 	p->pkey_index = src->pkey_index;
@@ -902,32 +915,10 @@ int cmp_connect(struct cmp_engine *e, const struct cmp_req_param *p, void *ctx,
 	r->rnr_retry_count = c->rnr_retry_count;
 	r->max_cm_retries = c->max_cm_retries;
 	r->srq = c->srq;
-	r->primary_local_lid = pp->slid;
-	r->primary_remote_lid = pp->dlid;
-	memcpy(r->primary_local_gid, pp->sgid, 16);
-	memcpy(r->primary_remote_gid, pp->dgid, 16);
-	r->primary_flow_label = pp->flow_label;
-	r->primary_packet_rate = pp->rate;
-	r->primary_traffic_class = pp->tclass;
-	r->primary_hop_limit = pp->hop_limit;
-	r->primary_sl = pp->sl;
-	r->primary_subnet_local = pp->subnet_local;
-	r->primary_local_ack_timeout = c->av_timeout;
-	if (c->has_alt) {
-		const struct cmp_path *ap = &c->alt;
-		r->alternate_local_lid = ap->slid;
-		r->alternate_remote_lid = ap->dlid;
-		memcpy(r->alternate_local_gid, ap->sgid, 16);
-		memcpy(r->alternate_remote_gid, ap->dgid, 16);
-		r->alternate_flow_label = ap->flow_label;
-		r->alternate_packet_rate = ap->rate;
-		r->alternate_traffic_class = ap->tclass;
-		r->alternate_hop_limit = ap->hop_limit;
-		r->alternate_sl = ap->sl;
-		r->alternate_subnet_local = ap->subnet_local;
-		r->alternate_local_ack_timeout = cmp_ack_timeout(e->s.local_ca_ack_delay,
-								 ap->packet_life_time);
-	}
+	REQ_PATH_WRITE(r, pp, primary, c->av_timeout);
+	if (c->has_alt)
+		REQ_PATH_WRITE(r, &c->alt, alternate,
+			       cmp_ack_timeout(e->s.local_ca_ack_delay, c->alt.packet_life_time));
 	copy_pdata(r->private_data, sizeof(r->private_data), p->private_data, p->private_data_len);
 	cmp_send(e, c, &c->dst, &m, 1);
 	arm_retry(e, c, 2 * conv(pp->packet_life_time) + conv(c->remote_cm_response_timeout),
