@@ -34,6 +34,7 @@
 #define SV_MAX_SRQ_WR 16384
 #define SV_MAX_AH 65536
 #define SV_MAX_INLINE 512
+#define SV_MIN_INLINE 64 /* inline capacity every send queue has */
 #define SV_MAX_MCAST_GRP SIMF_MAX_MCG
 #define SV_MAX_MCAST_QP_ATTACH SIMF_MCG_QPS
 #define SV_GID_TBL_LEN 16

@@ -54,6 +54,13 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 		errno = EINVAL;
 		return NULL;
 	}
+	/* Hardware rounds the inline capacity up to what its send WQE holds
+	 * anyway (mlx5 reports tens of bytes for a request of 0), and
+	 * programs rely on it: rdma_xclient posts a 16-byte inline send on a
+	 * QP created with max_inline_data 0. The actual value is reported
+	 * back through init->cap, as providers do. */
+	if (cap.max_inline_data < SV_MIN_INLINE)
+		cap.max_inline_data = SV_MIN_INLINE;
 	q = calloc(1, sizeof(*q));
 	if (!q) {
 		errno = ENOMEM;
