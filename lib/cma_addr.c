@@ -616,9 +616,25 @@ CMA_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id, struct sockaddr *src_
 	memset(&id->id.route.addr.dst_storage, 0, sizeof(id->id.route.addr.dst_storage));
 	memcpy(&id->id.route.addr.dst_addr, dst_addr, (size_t)cma_addr_len(dst_addr));
 
-	if (dst_gid(dst_addr, id->port, dgid) < 0) {
+	if (cma_addr_is_mc(dst_addr)) {
+		/* A multicast group (mckey resolves one before joining it): the
+		 * bound port, else the first active one; the "destination GID" is
+		 * the group's MGID on that port. */
+		p = id->port ? id->port : first_active_port();
+		if (!p) {
+			pthread_mutex_unlock(&g.lock);
+			return cma_fail(ENODEV);
+		}
+		if (!id->port) {
+			cma_set_bound_port(id, p);
+			set_sgid(id, p->roce ? roce_sgid_index(p, src) : 0);
+		}
+		if (cma_mc_mgid(id, p, dst_addr, dgid) < 0)
+			status = -EHOSTUNREACH;
+	} else if (dst_gid(dst_addr, id->port, dgid) < 0) {
 		status = -EHOSTUNREACH;
-	} else {
+	}
+	if (!status) {
 		p = id->port;
 		if (!p) {
 			p = route_port(dgid, &gid_index);

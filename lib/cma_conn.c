@@ -31,8 +31,8 @@ static int is_ud(const struct cma_id *id)
 }
 
 /* A new id on channel c (NULL: a private channel, synchronous). */
-static struct cma_id *id_alloc_locked(struct cma_chan *c, void *context, enum rdma_port_space ps,
-				      enum ibv_qp_type qpt)
+struct cma_id *cma_id_alloc_locked(struct cma_chan *c, void *context, enum rdma_port_space ps,
+				   enum ibv_qp_type qpt)
 {
 	struct cma_id *id = calloc(1, sizeof(*id));
 
@@ -73,7 +73,7 @@ CMA_EXPORT int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm
 		pthread_mutex_unlock(&g.lock);
 		return cma_fail(e);
 	}
-	id = id_alloc_locked((struct cma_chan *)channel, context, ps, ps_qp_type(ps));
+	id = cma_id_alloc_locked((struct cma_chan *)channel, context, ps, ps_qp_type(ps));
 	pthread_mutex_unlock(&g.lock);
 	if (!id)
 		return -1;
@@ -115,6 +115,7 @@ void cma_id_free_locked(struct cma_id *id)
 	id->destroying = 1;
 	cma_route_forget(id);
 	cma_listen_release(id);
+	cma_mc_leave_all(id);
 	if (id->conn) {
 		cmp_conn_destroy(id->port->eng, id->conn, cma_now());
 		id->conn = NULL;
@@ -129,6 +130,7 @@ void cma_id_free_locked(struct cma_id *id)
 		}
 	if (id->sync)
 		cma_chan_free(id->chan);
+	cma_addrinfo_release(id);
 	free(id->ep_qp_attr);
 	free(id);
 }
@@ -148,6 +150,9 @@ CMA_EXPORT int rdma_destroy_id(struct rdma_cm_id *cm_id)
 	id->destroying = 1;
 	cma_route_forget(id);
 	cma_listen_release(id);
+	/* As the kernel on destroy: the id's multicast groups are left (the QP
+	 * is the user's: it stays attached until it is destroyed). */
+	cma_mc_leave_all(id);
 	if (id->conn) {
 		cmp_conn_destroy(id->port->eng, id->conn, cma_now());
 		id->conn = NULL;
@@ -282,7 +287,8 @@ static int plain_attr(struct cma_id *id, enum ibv_qp_state target, struct ibv_qp
 		a->port_num = id->id.port_num;
 		*mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
 		if (is_ud(id)) {
-			a->qkey = CMA_UDP_QKEY;
+			/* As the kernel: the id's Q_Key is chosen now for good. */
+			a->qkey = id->qkey = cma_ud_qkey(id);
 			*mask |= IBV_QP_QKEY;
 		} else {
 			a->qp_access_flags = 0;
@@ -549,6 +555,7 @@ CMA_EXPORT void rdma_destroy_qp(struct rdma_cm_id *cm_id)
 		return;
 	pthread_mutex_lock(&g.lock);
 	if (id->id.qp) {
+		cma_mc_detach_qp(id);
 		ibv_destroy_qp(id->id.qp);
 		id->id.qp = NULL;
 	}
@@ -640,7 +647,7 @@ static uint8_t clamp_depth(uint8_t want, int dev_max)
 	return want;
 }
 
-static int ip_family(const struct cma_id *id)
+int cma_ip_family(const struct cma_id *id)
 {
 	int f = id->id.route.addr.src_addr.sa_family;
 	return f == AF_INET || f == AF_INET6;
@@ -658,15 +665,20 @@ CMA_EXPORT int rdma_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *pa
 		return cma_fail(EINVAL);
 	pthread_mutex_lock(&g.lock);
 	if (is_ud(id)) {
+		/* UD service resolution: a SIDR_REQ (cma_ud.c). */
+		int rc = cma_ud_connect(id, param), e = errno;
+
 		pthread_mutex_unlock(&g.lock);
-		return cma_fail(ENOSYS); /* SIDR (UD service resolution): not in this phase */
+		if (rc < 0)
+			return cma_fail(e);
+		return cma_sync_wait(id);
 	}
 	if (id->state != ST_ROUTE_RESOLVED || !id->path_valid || (!id->id.qp && !param)) {
 		pthread_mutex_unlock(&g.lock);
 		return cma_fail(EINVAL);
 	}
 	ulen = param ? param->private_data_len : 0;
-	if (ip_family(id))
+	if (cma_ip_family(id))
 		off = CMP_CMA_HDR_SIZE;
 	if (off + ulen > CMP_REQ_PDATA || (ulen && !param->private_data)) {
 		pthread_mutex_unlock(&g.lock);
@@ -798,10 +810,6 @@ CMA_EXPORT int rdma_listen(struct rdma_cm_id *cm_id, int backlog)
 		pthread_mutex_unlock(&g.lock);
 		return 0;
 	}
-	if (is_ud(id)) {
-		pthread_mutex_unlock(&g.lock);
-		return cma_fail(ENOSYS); /* SIDR service: not in this phase */
-	}
 	if (id->state == ST_IDLE) {
 		struct sockaddr_in any;
 
@@ -901,8 +909,18 @@ CMA_EXPORT int rdma_accept(struct rdma_cm_id *cm_id, struct rdma_conn_param *par
 		return cma_fail(EINVAL);
 	pthread_mutex_lock(&g.lock);
 	if (is_ud(id)) {
+		/* A SIDR_REP; no event follows on this side, so a synchronous id
+		 * only lets go of its connect request (as librdmacm). */
+		int rc = cma_ud_accept(id, param), err = errno;
+
 		pthread_mutex_unlock(&g.lock);
-		return cma_fail(ENOSYS);
+		if (rc < 0)
+			return cma_fail(err);
+		if (id->sync && id->id.event) {
+			rdma_ack_cm_event(id->id.event);
+			id->id.event = NULL;
+		}
+		return 0;
 	}
 	if (id->state != ST_CONNECT_REQ || !id->conn || (!id->id.qp && !param) ||
 	    (param && param->private_data_len > CMP_REP_PDATA) ||
@@ -968,10 +986,16 @@ static int reject_common(struct rdma_cm_id *cm_id, const void *pdata, uint8_t le
 	struct cma_id *id = cma_id_of(cm_id);
 	int rc = 0;
 
-	if (!id || len > CMP_REJ_PDATA || (len && !pdata))
+	if (!id || (len && !pdata))
 		return cma_fail(EINVAL);
 	pthread_mutex_lock(&g.lock);
-	if (!id->conn || (id->state != ST_CONNECT_REQ && id->state != ST_CONNECT_RESPONSE)) {
+	if (is_ud(id)) {
+		/* SIDR_REP with status "rejected" (the reason has no field). */
+		(void)reason;
+		rc = cma_ud_reject(id, pdata, len);
+	} else if (len > CMP_REJ_PDATA) {
+		rc = cma_fail(EINVAL);
+	} else if (!id->conn || (id->state != ST_CONNECT_REQ && id->state != ST_CONNECT_RESPONSE)) {
 		rc = cma_fail(EINVAL);
 	} else if (cmp_reject(id->port->eng, id->conn, reason, NULL, 0, pdata, len, cma_now()) < 0) {
 		rc = -1;
@@ -1184,19 +1208,10 @@ static void reject_unseen(struct cma_port *p, struct cmp_conn *c, uint16_t reaso
 	cmp_conn_destroy(p->eng, c, cma_now());
 }
 
-static void on_req(struct cma_port *p, const struct cmp_event *ev)
+static struct cma_id *pick_listener(struct cma_svc *s, int hdr, const struct sockaddr_storage *ours)
 {
-	struct cma_svc *s = ev->listen_ctx;
-	struct sockaddr_storage peer, ours;
-	struct cma_id *best = NULL, *wild = NULL, *ib = NULL, *nid;
-	struct cma_event *e;
-	struct cma_dev *d = p->dev;
-	enum cmp_ps ps;
-	uint16_t port = 0;
-	int hdr = -1;
+	struct cma_id *wild = NULL, *ib = NULL;
 
-	if (cmp_sid_split(ev->service_id, &ps, &port) == 0)
-		hdr = cmp_cma_hdr_parse(ev->private_data, ev->private_data_len, port, &peer, &ours);
 	for (unsigned i = 0; s && i < s->nids; i++) {
 		struct cma_id *l = s->ids[i];
 		const struct sockaddr *la = &l->id.route.addr.src_addr;
@@ -1210,76 +1225,109 @@ static void on_req(struct cma_port *p, const struct cmp_event *ev)
 		}
 		if (hdr < 0)
 			continue;
-		if (cma_addr_equal(la, (struct sockaddr *)&ours)) {
-			best = l;
-			break;
-		}
+		if (cma_addr_equal(la, (const struct sockaddr *)ours))
+			return l;
 		if (cma_addr_any(la) && !wild &&
-		    (la->sa_family == ours.ss_family ||
-		     (la->sa_family == AF_INET6 && ours.ss_family == AF_INET && !l->afonly)))
+		    (la->sa_family == ours->ss_family ||
+		     (la->sa_family == AF_INET6 && ours->ss_family == AF_INET && !l->afonly)))
 			wild = l;
 	}
-	if (!best)
-		best = wild ? wild : ib;
-	if (!best) {
-		reject_unseen(p, ev->conn, CMA_REJ_INVALID_SERVICE_ID);
-		return;
-	}
-	if (best->id.route.addr.src_addr.sa_family == AF_IB)
-		hdr = -1;
-	if (best->backlog_used >= best->backlog) {
-		reject_unseen(p, ev->conn, CMA_REJ_CONSUMER_DEFINED);
-		return;
-	}
-	nid = id_alloc_locked(best->sync ? NULL : best->chan, best->id.context, best->id.ps,
-			      best->id.qp_type);
-	if (!nid) {
-		reject_unseen(p, ev->conn, CMA_REJ_CONSUMER_DEFINED);
-		return;
-	}
+	return wild ? wild : ib;
+}
+
+void cma_req_in(const struct cmp_event *ev, struct cma_req_in *r)
+{
+	enum cmp_ps ps;
+	uint16_t port = 0;
+
+	r->hdr = -1;
+	if (cmp_sid_split(ev->service_id, &ps, &port) == 0)
+		r->hdr = cmp_cma_hdr_parse(ev->private_data, ev->private_data_len, port, &r->peer,
+					   &r->ours);
+	r->l = pick_listener(ev->listen_ctx, r->hdr, &r->ours);
+	if (r->l && r->l->id.route.addr.src_addr.sa_family == AF_IB)
+		r->hdr = -1; /* an AF_IB listener's ids have AF_IB addresses */
+}
+
+struct cma_id *cma_req_id(struct cma_port *p, const struct cma_req_in *r,
+			  const struct cmp_path *path, uint64_t sid)
+{
+	struct cma_id *nid, *l = r->l;
+	int idx;
+
+	nid = cma_id_alloc_locked(l->sync ? NULL : l->chan, l->id.context, l->id.ps, l->id.qp_type);
+	if (!nid)
+		return NULL;
 	cma_set_bound_port(nid, p);
-	if (hdr == 0) {
-		memcpy(&nid->id.route.addr.src_storage, &ours, sizeof(ours));
-		memcpy(&nid->id.route.addr.dst_storage, &peer, sizeof(peer));
+	if (r->hdr == 0) {
+		memcpy(&nid->id.route.addr.src_storage, &r->ours, sizeof(r->ours));
+		memcpy(&nid->id.route.addr.dst_storage, &r->peer, sizeof(r->peer));
 	} else {
-		sockaddr_ib_make((struct sockaddr_ib *)&nid->id.route.addr.src_storage, ev->path.sgid,
-				 ev->path.pkey, ev->service_id);
-		sockaddr_ib_make((struct sockaddr_ib *)&nid->id.route.addr.dst_storage, ev->path.dgid,
-				 ev->path.pkey, ev->service_id);
+		sockaddr_ib_make((struct sockaddr_ib *)&nid->id.route.addr.src_storage, path->sgid,
+				 path->pkey, sid);
+		sockaddr_ib_make((struct sockaddr_ib *)&nid->id.route.addr.dst_storage, path->dgid,
+				 path->pkey, sid);
 	}
-	memcpy(&nid->id.route.addr.addr.ibaddr.sgid, ev->path.sgid, 16);
-	memcpy(&nid->id.route.addr.addr.ibaddr.dgid, ev->path.dgid, 16);
-	nid->id.route.addr.addr.ibaddr.pkey = htobe16(ev->path.pkey);
-	nid->path = ev->path;
-	{
-		int idx = cma_port_gid_index(p, ev->path.sgid);
-		nid->path.sgid_index = (uint8_t)(idx >= 0 ? idx : 0);
-	}
+	memcpy(&nid->id.route.addr.addr.ibaddr.sgid, path->sgid, 16);
+	memcpy(&nid->id.route.addr.addr.ibaddr.dgid, path->dgid, 16);
+	nid->id.route.addr.addr.ibaddr.pkey = htobe16(path->pkey);
+	nid->path = *path;
+	idx = cma_port_gid_index(p, path->sgid);
+	nid->path.sgid_index = (uint8_t)(idx >= 0 ? idx : 0);
 	nid->path.port_num = p->port_num;
 	nid->path.roce = p->roce;
 	nid->path_valid = 1;
 	cma_path_to_rec(&nid->path, &nid->path_rec);
 	nid->id.route.path_rec = &nid->path_rec;
 	nid->id.route.num_paths = 1;
-	nid->resp_res = clamp_depth(ev->initiator_depth, d->attr.max_qp_rd_atom);
-	nid->init_depth = clamp_depth(ev->responder_resources, d->attr.max_qp_init_rd_atom);
-	nid->remote_ece = ev->ece;
+	return nid;
+}
+
+struct cma_event *cma_req_event(struct cma_id *nid, const struct cma_req_in *r,
+				const struct cmp_event *ev)
+{
+	struct cma_event *e;
+	unsigned off = r->hdr == 0 ? CMP_CMA_HDR_SIZE : 0;
+
 	nid->conn = ev->conn;
 	cmp_conn_set_ctx(ev->conn, nid);
 	nid->state = ST_CONNECT_REQ;
-
 	e = cma_event_new(nid, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
 	if (!e) {
-		cma_id_free_locked(nid);
+		cma_id_free_locked(nid); /* lets go of the request: the engine refuses it */
+		return NULL;
+	}
+	e->owner = r->l;
+	e->ev.listen_id = &r->l->id;
+	/* The whole private data field after the header, as the kernel
+	 * reports it (56 bytes for a REQ, 180 for a SIDR_REQ of an IP id). */
+	cma_event_pdata(e, ev->private_data + off,
+			ev->private_data_len > off ? ev->private_data_len - off : 0);
+	return e;
+}
+
+static void on_req(struct cma_port *p, const struct cmp_event *ev)
+{
+	struct cma_req_in r;
+	struct cma_id *nid;
+	struct cma_event *e;
+	struct cma_dev *d = p->dev;
+
+	cma_req_in(ev, &r);
+	if (!r.l) {
+		reject_unseen(p, ev->conn, CMA_REJ_INVALID_SERVICE_ID);
 		return;
 	}
-	e->owner = best;
-	e->ev.listen_id = &best->id;
-	{
-		unsigned off = hdr == 0 ? CMP_CMA_HDR_SIZE : 0;
-		unsigned len = ev->private_data_len > off ? ev->private_data_len - off : 0;
-		cma_event_pdata(e, ev->private_data + off, len);
+	if (r.l->backlog_used >= r.l->backlog ||
+	    !(nid = cma_req_id(p, &r, &ev->path, ev->service_id))) {
+		reject_unseen(p, ev->conn, CMA_REJ_CONSUMER_DEFINED);
+		return;
 	}
+	nid->resp_res = clamp_depth(ev->initiator_depth, d->attr.max_qp_rd_atom);
+	nid->init_depth = clamp_depth(ev->responder_resources, d->attr.max_qp_init_rd_atom);
+	nid->remote_ece = ev->ece;
+	if (!(e = cma_req_event(nid, &r, ev)))
+		return;
 	conn_event_params(e, ev);
 	cma_event_queue(e);
 }
@@ -1337,8 +1385,7 @@ void cma_handle_cm_event(struct cma_port *p, const struct cmp_event *ev)
 		return;
 	}
 	if (ev->type == CMP_EV_SIDR_REQ_RECEIVED) {
-		/* No SIDR service in this phase: the engine answers "rejected". */
-		cmp_conn_destroy(p->eng, ev->conn, cma_now());
+		cma_ud_on_sidr_req(p, ev);
 		return;
 	}
 	if (!id || id->destroying)
@@ -1382,8 +1429,12 @@ void cma_handle_cm_event(struct cma_port *p, const struct cmp_event *ev)
 	case CMP_EV_TIMEWAIT_EXIT:
 		cma_event_queue(cma_event_new(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0));
 		break;
+	case CMP_EV_SIDR_REP_RECEIVED:
+	case CMP_EV_SIDR_REQ_ERROR:
+		cma_ud_on_sidr_rep(id, ev);
+		break;
 	default:
-		/* MRA_RECEIVED, LAP_RECEIVED (answered by the engine), SIDR: nothing. */
+		/* MRA_RECEIVED, LAP_RECEIVED (answered by the engine): nothing. */
 		break;
 	}
 }

@@ -516,6 +516,22 @@ CMA_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 	for (struct cma_id *id = g.ids; id; id = id->next)
 		if (id->chan == c)
 			id->chan = NULL;
+	if (c->waiters) {
+		/* Another thread still waits in rdma_get_cm_event on it (rping's
+		 * event thread does, while main tears down and exits). With the
+		 * kernel's rdma_cm that read just never returns; so here: the
+		 * waiters sleep for good and the channel is never freed. */
+		struct cma_event *e;
+
+		while ((e = c->head)) {
+			c->head = e->next;
+			free(e);
+		}
+		c->tail = NULL;
+		c->dead = 1;
+		pthread_mutex_unlock(&g.lock);
+		return;
+	}
 	cma_chan_free(c);
 	pthread_mutex_unlock(&g.lock);
 }
@@ -624,6 +640,8 @@ CMA_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma
 				c->tail = NULL;
 			e->next = NULL;
 			e->owner->events_out++;
+			if (e->mc)
+				e->mc->events_out++;
 			if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->owner->backlog_used > 0)
 				e->owner->backlog_used--;
 			cma_chan_update(c);
@@ -635,11 +653,22 @@ CMA_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma
 			pthread_mutex_unlock(&g.lock);
 			return cma_fail(EAGAIN);
 		}
+		c->waiters++;
 		pthread_mutex_unlock(&g.lock);
 		struct pollfd pfd = { .fd = c->ch.fd, .events = POLLIN };
-		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
-			return -1;
+		int prc = poll(&pfd, 1, -1), perr = errno;
 		pthread_mutex_lock(&g.lock);
+		c->waiters--;
+		if (c->dead) {
+			/* destroyed under us: never returns (see above) */
+			pthread_mutex_unlock(&g.lock);
+			for (;;)
+				pause();
+		}
+		if (prc < 0 && perr != EINTR) {
+			pthread_mutex_unlock(&g.lock);
+			return cma_fail(perr);
+		}
 	}
 }
 
@@ -652,6 +681,8 @@ CMA_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
 	pthread_mutex_lock(&g.lock);
 	if (e->owner->events_out)
 		e->owner->events_out--;
+	if (e->mc)
+		cma_mc_event_acked(e->mc);
 	pthread_cond_broadcast(&g.cond);
 	pthread_mutex_unlock(&g.lock);
 	free(e);
@@ -703,8 +734,9 @@ int cma_sync_wait(struct cma_id *id)
 }
 
 /* At exit, say goodbye on the wire (DREQ for established connections, REJ
- * for pending ones), as the kernel does when the rdma_cm fd is closed, so
- * peers see a disconnect rather than silence. Best effort: skipped when
+ * for pending ones, an SA leave for multicast groups still joined), as the
+ * kernel does when the rdma_cm fd is closed, so peers see a disconnect
+ * rather than silence and the SA forgets us. Best effort: skipped when
  * another thread holds the lock. */
 __attribute__((destructor)) static void cma_fini(void)
 {
@@ -717,5 +749,6 @@ __attribute__((destructor)) static void cma_fini(void)
 			cma_port_flush(id->port);
 		}
 	}
+	cma_mc_fini();
 	pthread_mutex_unlock(&g.lock);
 }

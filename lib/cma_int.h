@@ -42,6 +42,9 @@
 
 struct cma_dev;
 struct cma_id;
+struct cma_mc;
+struct cma_mcg;
+struct cma_ai_req;
 
 /* One (device, port) and, once needed, its CM agent: a umad port, an
  * engine and an SA client. */
@@ -58,6 +61,7 @@ struct cma_port {
 	struct um_port *um;
 	struct cmp_engine *eng;
 	struct um_sa_client *sa;
+	struct cma_mcg *mcgs;       /* IB multicast groups joined through the SA */
 	int open_errno;             /* last failure, for the message */
 	char open_err[256];
 };
@@ -77,6 +81,7 @@ struct cma_event {
 	struct rdma_cm_event ev;
 	struct cma_event *next;
 	struct cma_id *owner;       /* whose count: the listener for CONNECT_REQUEST */
+	struct cma_mc *mc;          /* MULTICAST_JOIN / _ERROR: the join (counted too) */
 	struct cma_chan *chan;
 	uint8_t pdata[CMP_CM_DATA_SIZE];
 };
@@ -86,6 +91,8 @@ struct cma_chan {
 	struct cma_event *head, *tail;
 	int signalled;                /* the eventfd holds a count */
 	int sync;                     /* private to one synchronous id */
+	unsigned waiters;             /* threads blocked in rdma_get_cm_event */
+	int dead;                     /* destroyed while they were */
 };
 
 /* A service ID listened on, on one port: the engine listener shared by
@@ -98,6 +105,43 @@ struct cma_svc {
 	struct cmp_listen *l;
 	struct cma_id **ids;
 	unsigned nids, cap;
+};
+
+/* One rdma_join_multicast of an id. */
+enum cma_mc_state { MC_PENDING, MC_JOINED, MC_FAILED };
+
+struct cma_mc {
+	struct cma_mc *next;        /* id->mcs */
+	struct cma_id *id;
+	struct sockaddr_storage addr;
+	void *context;
+	uint32_t join_flags;        /* RDMA_MC_JOIN_FLAG_* */
+	uint8_t join_state;         /* the SA JoinState bit it stands for */
+	enum cma_mc_state state;
+	uint8_t mgid[16];           /* what was joined (and attached) */
+	uint16_t mlid;
+	int attached;               /* ibv_attach_mcast done on id->id.qp */
+	struct cma_mcg *grp;        /* IB: the port's group, while a member */
+	struct cma_mc *gnext;       /* grp->members */
+	unsigned events_out;        /* MULTICAST_* events handed out, not acked */
+};
+
+/* An IB multicast group as this process's port sees it: the JoinState the
+ * SA has for us (the OR of what the members need), one SA request at a
+ * time, as the kernel's ib_multicast module. */
+struct cma_mcg {
+	struct cma_mcg *next;       /* port->mcgs */
+	struct cma_port *port;
+	uint8_t mgid[16];           /* zero until the SA assigned one */
+	uint8_t joined;             /* JoinState bits the SA granted us */
+	uint8_t asking_state;       /* bits of the Set in flight */
+	int busy;                   /* a Set is in flight */
+	struct cma_mc *asking;      /* the member it is for (NULL: left since) */
+	struct um_sa_mcm_rec rec;   /* the SA's last answer */
+	int ipoib;
+	uint32_t qkey;
+	uint16_t pkey;
+	struct cma_mc *members;
 };
 
 enum cma_state {
@@ -146,6 +190,9 @@ struct cma_id {
 	int disc_queued;
 	struct cmp_ece local_ece, remote_ece;
 	int local_ece_set;
+	/* UD */
+	uint32_t qkey;              /* 0 until a QP or a SIDR exchange sets it */
+	struct cma_mc *mcs;         /* multicast joins (cma_mcast.c) */
 	/* listening */
 	struct cma_svc **svcs;
 	unsigned nsvcs;
@@ -154,6 +201,9 @@ struct cma_id {
 	int own_send_cq, own_recv_cq;
 	/* rdma_create_ep (passive): what rdma_get_request puts on new ids */
 	struct ibv_qp_init_attr *ep_qp_attr;
+	/* rdma_resolve_addrinfo: the request in flight, the last answer */
+	struct cma_ai_req *ai_req;
+	struct rdma_addrinfo *ai;
 	/* events handed out (rdma_get_cm_event) and not yet acked */
 	unsigned events_out;
 };
@@ -224,9 +274,64 @@ void cma_path_cache_flush_port(struct cma_port *p);
 void cma_route_forget(struct cma_id *id); /* stop waiting for an SA answer */
 
 /* ---- cma_conn.c ------------------------------------------------------------- */
+struct cma_id *cma_id_alloc_locked(struct cma_chan *c, void *context, enum rdma_port_space ps,
+				   enum ibv_qp_type qpt);
 void cma_id_free_locked(struct cma_id *id);
 void cma_qp_to_err(struct cma_id *id);
 void cma_listen_release(struct cma_id *id);
+int cma_ip_family(const struct cma_id *id);
+/* A request (REQ or SIDR_REQ) that reached a listener: the addresses of
+ * its CMA header (hdr == 0 when there is one and the listener is not
+ * AF_IB) and the listening id it is for (exact address, then wildcard,
+ * then AF_IB; NULL: none). */
+struct cma_req_in {
+	struct sockaddr_storage peer, ours;
+	int hdr;
+	struct cma_id *l;
+};
+void cma_req_in(const struct cmp_event *ev, struct cma_req_in *r);
+/* A new id for it on port p: addresses from the header or AF_IB ones from
+ * the path, the path. */
+struct cma_id *cma_req_id(struct cma_port *p, const struct cma_req_in *r,
+			  const struct cmp_path *path, uint64_t sid);
+/* The id takes the engine's connection; its CONNECT_REQUEST event (owner
+ * and listen_id the listener, private data after the header), not queued
+ * yet. NULL (and the id freed) when out of memory. */
+struct cma_event *cma_req_event(struct cma_id *nid, const struct cma_req_in *r,
+				const struct cmp_event *ev);
+
+/* ---- cma_misc.c ------------------------------------------------------------- */
+/* The id goes away: forget its rdma_resolve_addrinfo request and answer. */
+void cma_addrinfo_release(struct cma_id *id);
+
+/* ---- cma_ud.c: UD ids and SIDR ------------------------------------------------ */
+/* The Q_Key of a UD id: its own once set, else the port space's default
+ * (RDMA_UDP_QKEY; the IPoIB port space's is USCM_IPOIB_QKEY, 0x0B1B). */
+uint32_t cma_ud_qkey(const struct cma_id *id);
+/* Address vector of a path (ib_init_ah_attr_from_path). */
+void cma_ah_from_path(const struct cmp_path *path, uint8_t port_num, struct ibv_ah_attr *ah);
+/* rdma_connect / rdma_accept / rdma_reject on a UD id, lock held. */
+int cma_ud_connect(struct cma_id *id, const struct rdma_conn_param *param);
+int cma_ud_accept(struct cma_id *id, const struct rdma_conn_param *param);
+int cma_ud_reject(struct cma_id *id, const void *pdata, uint8_t len);
+void cma_ud_on_sidr_req(struct cma_port *p, const struct cmp_event *ev);
+void cma_ud_on_sidr_rep(struct cma_id *id, const struct cmp_event *ev);
+
+/* ---- cma_mcast.c: multicast ------------------------------------------------------ */
+int cma_addr_is_mc(const struct sockaddr *a);
+/* The MGID an id joins for multicast address a on port p (IB: the IPoIB
+ * mapping with the RDMA CM signature for RDMA_PS_UDP; RoCE: the address as
+ * a GID). 0, or -1 with errno. */
+int cma_mc_mgid(const struct cma_id *id, struct cma_port *p, const struct sockaddr *a,
+		uint8_t mgid[16]);
+/* Leaves every group of the id (rdma_destroy_id), lock held. */
+void cma_mc_leave_all(struct cma_id *id);
+/* The QP is going away: detach it from the groups it was attached to. */
+void cma_mc_detach_qp(struct cma_id *id);
+/* An acked MULTICAST_* event (lock held). */
+void cma_mc_event_acked(struct cma_mc *mc);
+/* Process exit: SA Delete for every group still joined (best effort). */
+void cma_mc_fini(void);
 
 /* helpers */
 static inline struct cma_id *cma_id_of(struct rdma_cm_id *id)

@@ -1,12 +1,14 @@
 /*
- * cma_misc.c - rdma_getaddrinfo / rdma_freeaddrinfo, rdma_event_str,
- * rdma_get_devices / rdma_free_devices, and the calls this phase does not
- * implement: they exist (BIND_NOW clients must load) and fail honestly with
- * ENOSYS. README.md, "Not done yet", lists them.
+ * cma_misc.c - rdma_getaddrinfo / rdma_freeaddrinfo, rdma_resolve_addrinfo /
+ * rdma_query_addrinfo, rdma_event_str, rdma_get_devices / rdma_free_devices,
+ * and the calls this phase does not implement (rsockets): they exist
+ * (BIND_NOW clients must load) and fail honestly with ENOSYS. README.md,
+ * "Not done yet", lists them.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netdb.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,36 +192,184 @@ CMA_EXPORT void rdma_free_devices(struct ibv_context **list)
 
 /* ---- not in this phase: ENOSYS -------------------------------------------------------- */
 
-CMA_EXPORT int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr, void *context)
+/* ---- rdma_resolve_addrinfo / rdma_query_addrinfo (RDMACM_1.4) ---------------------- */
+
+/* A deep copy of one rdma_addrinfo list. */
+static struct rdma_addrinfo *ai_dup(const struct rdma_addrinfo *a)
 {
-	(void)id, (void)addr, (void)context;
-	return cma_fail(ENOSYS);
+	struct rdma_addrinfo *head = NULL, **tail = &head;
+
+	for (; a; a = a->ai_next) {
+		struct rdma_addrinfo *c = calloc(1, sizeof(*c));
+
+		if (!c)
+			goto nomem;
+		*tail = c;
+		tail = &c->ai_next;
+		c->ai_flags = a->ai_flags;
+		c->ai_family = a->ai_family;
+		c->ai_qp_type = a->ai_qp_type;
+		c->ai_port_space = a->ai_port_space;
+		if (a->ai_src_addr && a->ai_src_len) {
+			if (!(c->ai_src_addr = dup_addr(a->ai_src_addr, a->ai_src_len)))
+				goto nomem;
+			c->ai_src_len = a->ai_src_len;
+		}
+		if (a->ai_dst_addr && a->ai_dst_len) {
+			if (!(c->ai_dst_addr = dup_addr(a->ai_dst_addr, a->ai_dst_len)))
+				goto nomem;
+			c->ai_dst_len = a->ai_dst_len;
+		}
+		if ((a->ai_src_canonname && !(c->ai_src_canonname = strdup(a->ai_src_canonname))) ||
+		    (a->ai_dst_canonname && !(c->ai_dst_canonname = strdup(a->ai_dst_canonname))))
+			goto nomem;
+		if (a->ai_route && a->ai_route_len) {
+			if (!(c->ai_route = malloc(a->ai_route_len)))
+				goto nomem;
+			memcpy(c->ai_route, a->ai_route, a->ai_route_len);
+			c->ai_route_len = a->ai_route_len;
+		}
+		if (a->ai_connect && a->ai_connect_len) {
+			if (!(c->ai_connect = malloc(a->ai_connect_len)))
+				goto nomem;
+			memcpy(c->ai_connect, a->ai_connect, a->ai_connect_len);
+			c->ai_connect_len = a->ai_connect_len;
+		}
+	}
+	return head;
+nomem:
+	rdma_freeaddrinfo(head);
+	errno = ENOMEM;
+	return NULL;
 }
 
-CMA_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *id,
-				      struct rdma_cm_join_mc_attr_ex *mc_join_attr, void *context)
+/* One rdma_resolve_addrinfo in flight: the arguments (copied) and the id
+ * to answer (NULL once the id is gone). */
+struct cma_ai_req {
+	struct cma_id *id;
+	char *node, *service;
+	struct rdma_addrinfo *hints;
+};
+
+static void ai_req_free(struct cma_ai_req *r)
 {
-	(void)id, (void)mc_join_attr, (void)context;
-	return cma_fail(ENOSYS);
+	free(r->node);
+	free(r->service);
+	rdma_freeaddrinfo(r->hints);
+	free(r);
 }
 
-CMA_EXPORT int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
+/* The resolver may block (DNS): it runs on a thread of its own, and the
+ * answer comes back as ADDRINFO_RESOLVED / ADDRINFO_ERROR under the lock. */
+static void *ai_thread(void *arg)
 {
-	(void)id, (void)addr;
-	return cma_fail(ENOSYS);
+	struct cma_ai_req *r = arg;
+	struct rdma_addrinfo *res = NULL;
+	struct cma_id *id;
+	int rc, e;
+
+	rc = rdma_getaddrinfo(r->node, r->service, r->hints, &res);
+	e = rc ? (errno ? errno : EIO) : 0;
+	pthread_mutex_lock(&g.lock);
+	id = r->id;
+	if (id) {
+		id->ai_req = NULL;
+		if (!rc) {
+			rdma_freeaddrinfo(id->ai);
+			id->ai = res;
+			res = NULL;
+		}
+		cma_event_queue(cma_event_new(id, rc ? RDMA_CM_EVENT_ADDRINFO_ERROR
+						    : RDMA_CM_EVENT_ADDRINFO_RESOLVED,
+					      rc ? -e : 0));
+	}
+	pthread_mutex_unlock(&g.lock);
+	rdma_freeaddrinfo(res);
+	ai_req_free(r);
+	return NULL;
 }
 
-CMA_EXPORT int rdma_resolve_addrinfo(struct rdma_cm_id *id, const char *node, const char *service,
-				     const struct rdma_addrinfo *hints)
+void cma_addrinfo_release(struct cma_id *id)
 {
-	(void)id, (void)node, (void)service, (void)hints;
-	return cma_fail(ENOSYS);
+	if (id->ai_req)
+		id->ai_req->id = NULL;
+	id->ai_req = NULL;
+	rdma_freeaddrinfo(id->ai);
+	id->ai = NULL;
 }
 
-CMA_EXPORT int rdma_query_addrinfo(struct rdma_cm_id *id, struct rdma_addrinfo **info)
+/* The hint flags this library knows; newer ones (the SA service lookup of
+ * RAI_SA) are refused rather than ignored. */
+#define AI_KNOWN_FLAGS (RAI_PASSIVE | RAI_NUMERICHOST | RAI_NOROUTE | RAI_FAMILY)
+
+CMA_EXPORT int rdma_resolve_addrinfo(struct rdma_cm_id *cm_id, const char *node,
+				     const char *service, const struct rdma_addrinfo *hints)
 {
-	(void)id, (void)info;
-	return cma_fail(ENOSYS);
+	struct cma_id *id = cma_id_of(cm_id);
+	struct cma_ai_req *r;
+	sigset_t all, old;
+	pthread_t t;
+	int rc;
+
+	if (!id || (!node && !service))
+		return cma_fail(EINVAL);
+	if (hints && (hints->ai_flags & ~AI_KNOWN_FLAGS))
+		return cma_fail(EOPNOTSUPP);
+	if (hints && hints->ai_family == AF_IB)
+		return cma_fail(EAFNOSUPPORT);
+	r = calloc(1, sizeof(*r));
+	if (!r || (node && !(r->node = strdup(node))) ||
+	    (service && !(r->service = strdup(service))) ||
+	    (hints && !(r->hints = ai_dup(hints)))) {
+		if (r)
+			ai_req_free(r);
+		return cma_fail(ENOMEM);
+	}
+	if (r->hints) {
+		rdma_freeaddrinfo(r->hints->ai_next); /* hints are one record */
+		r->hints->ai_next = NULL;
+	}
+	pthread_mutex_lock(&g.lock);
+	if (id->ai_req) {
+		pthread_mutex_unlock(&g.lock);
+		ai_req_free(r);
+		return cma_fail(EBUSY);
+	}
+	r->id = id;
+	id->ai_req = r;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&t, NULL, ai_thread, r);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		id->ai_req = NULL;
+		pthread_mutex_unlock(&g.lock);
+		ai_req_free(r);
+		return cma_fail(rc);
+	}
+	pthread_detach(t);
+	pthread_mutex_unlock(&g.lock);
+	return cma_sync_wait(id);
+}
+
+CMA_EXPORT int rdma_query_addrinfo(struct rdma_cm_id *cm_id, struct rdma_addrinfo **info)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+	struct rdma_addrinfo *c;
+
+	if (!id || !info)
+		return cma_fail(EINVAL);
+	pthread_mutex_lock(&g.lock);
+	if (!id->ai) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(ENOENT); /* nothing resolved (yet) */
+	}
+	c = ai_dup(id->ai);
+	pthread_mutex_unlock(&g.lock);
+	if (!c)
+		return -1;
+	*info = c;
+	return 0;
 }
 
 /* ---- rsockets: ENOSYS until implemented ---------------------------------------------- */

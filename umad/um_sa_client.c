@@ -1,5 +1,6 @@
 /*
- * um_sa_client.c - asynchronous PathRecord queries (see um_sa_client.h).
+ * um_sa_client.c - asynchronous PathRecord queries and MCMemberRecord
+ * joins / leaves (see um_sa_client.h).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -7,12 +8,24 @@
 
 #include "umad/um_sa_client.h"
 
+enum pending_kind { PEND_PATH, PEND_MCM };
+
 struct pending {
 	struct pending *next;
 	uint32_t tid_lo;
-	um_sa_path_cb cb;
+	enum pending_kind kind;
+	um_sa_path_cb cb;      /* PEND_PATH */
+	um_sa_mcm_cb mcm_cb;   /* PEND_MCM (may be NULL) */
 	void *ctx;
 };
+
+static void pending_fail(struct pending *p, int status)
+{
+	if (p->kind == PEND_PATH)
+		p->cb(p->ctx, status, NULL);
+	else if (p->mcm_cb)
+		p->mcm_cb(p->ctx, status, NULL);
+}
 
 struct um_sa_client {
 	struct um_port *port;
@@ -40,7 +53,7 @@ void um_sa_client_free(struct um_sa_client *c)
 		return;
 	while ((p = c->list)) {
 		c->list = p->next;
-		p->cb(p->ctx, -ECANCELED, NULL);
+		pending_fail(p, -ECANCELED);
 		free(p);
 	}
 	free(c);
@@ -54,50 +67,112 @@ static int tid_in_use(const struct um_sa_client *c, uint32_t lo)
 	return 0;
 }
 
-int um_sa_path_get(struct um_sa_client *c, const struct um_sa_path_req *q, um_sa_path_cb cb,
-		   void *ctx, uint64_t *tid)
+static uint32_t new_tid(struct um_sa_client *c)
 {
-	struct um_sa_msg m;
-	uint8_t mad[CMP_MAD_SIZE];
-	struct pending *p;
 	uint32_t lo;
 
-	if (!c || !q || !cb) {
-		errno = EINVAL;
-		return -1;
-	}
 	do {
 		lo = c->next_tid++;
 	} while (!lo || tid_in_use(c, lo));
-	memset(&m, 0, sizeof(m));
-	um_sa_path_query(&m, lo, q->sgid, q->dgid, q->pkey, q->service_id, q->qos_class);
-	if (q->tclass >= 0)
-		um_sa_path_query_tclass(&m, (uint8_t)q->tclass);
-	if (um_sa_encode(&m, mad) < 0) {
+	return lo;
+}
+
+/* Encodes m, sends it and records p (filled by the caller but for the TID)
+ * as pending. 0, or -1 with errno (p freed). */
+static int send_query(struct um_sa_client *c, const struct um_sa_msg *m, struct pending *p,
+		      int timeout_ms, int retries, uint64_t *tid)
+{
+	uint8_t mad[CMP_MAD_SIZE];
+
+	if (um_sa_encode(m, mad) < 0) {
+		free(p);
 		errno = EINVAL;
 		return -1;
 	}
-	p = calloc(1, sizeof(*p));
-	if (!p) {
-		errno = ENOMEM;
-		return -1;
-	}
-	if (um_port_send_sa(c->port, mad, q->timeout_ms > 0 ? q->timeout_ms : 1000,
-			    q->retries > 0 ? q->retries : 3) < 0) {
+	if (um_port_send_sa(c->port, mad, timeout_ms > 0 ? timeout_ms : 1000,
+			    retries > 0 ? retries : 3) < 0) {
 		int e = errno;
 		free(p);
 		errno = e;
 		return -1;
 	}
-	p->tid_lo = lo;
-	p->cb = cb;
-	p->ctx = ctx;
+	p->tid_lo = (uint32_t)m->hdr.tid;
 	p->next = c->list;
 	c->list = p;
 	c->npending++;
 	if (tid)
-		*tid = lo;
+		*tid = p->tid_lo;
 	return 0;
+}
+
+static struct pending *pending_new(enum pending_kind kind, void *ctx)
+{
+	struct pending *p = calloc(1, sizeof(*p));
+
+	if (!p) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	p->kind = kind;
+	p->ctx = ctx;
+	return p;
+}
+
+int um_sa_path_get(struct um_sa_client *c, const struct um_sa_path_req *q, um_sa_path_cb cb,
+		   void *ctx, uint64_t *tid)
+{
+	struct um_sa_msg m;
+	struct pending *p;
+
+	if (!c || !q || !cb) {
+		errno = EINVAL;
+		return -1;
+	}
+	memset(&m, 0, sizeof(m));
+	um_sa_path_query(&m, new_tid(c), q->sgid, q->dgid, q->pkey, q->service_id, q->qos_class);
+	if (q->tclass >= 0)
+		um_sa_path_query_tclass(&m, (uint8_t)q->tclass);
+	if (!(p = pending_new(PEND_PATH, ctx)))
+		return -1;
+	p->cb = cb;
+	return send_query(c, &m, p, q->timeout_ms, q->retries, tid);
+}
+
+/* Join (leave_state 0: SubnAdmSet) or leave (SubnAdmDelete of those bits). */
+static int mcm_query(struct um_sa_client *c, const struct um_sa_mcm_req *req,
+		     uint8_t leave_state, um_sa_mcm_cb cb, void *ctx, uint64_t *tid)
+{
+	struct um_sa_msg m;
+	struct pending *p;
+
+	if (leave_state)
+		um_sa_mcm_leave(&m, new_tid(c), &req->rec, leave_state);
+	else
+		um_sa_mcm_join(&m, new_tid(c), &req->rec, req->ipoib_ps);
+	if (!(p = pending_new(PEND_MCM, ctx)))
+		return -1;
+	p->mcm_cb = cb;
+	return send_query(c, &m, p, req->timeout_ms, req->retries, tid);
+}
+
+int um_sa_mcm_set(struct um_sa_client *c, const struct um_sa_mcm_req *req, um_sa_mcm_cb cb,
+		  void *ctx, uint64_t *tid)
+{
+	if (!c || !req || !cb) {
+		errno = EINVAL;
+		return -1;
+	}
+	return mcm_query(c, req, 0, cb, ctx, tid);
+}
+
+int um_sa_mcm_delete(struct um_sa_client *c, const struct um_sa_mcm_req *req,
+		     uint8_t leave_state, um_sa_mcm_cb cb, void *ctx, uint64_t *tid)
+{
+	if (!c || !req || !leave_state) {
+		errno = EINVAL;
+		return -1;
+	}
+	return mcm_query(c, req, leave_state, cb, ctx, tid);
 }
 
 static struct pending *take(struct um_sa_client *c, uint32_t lo)
@@ -146,7 +221,17 @@ int um_sa_client_handle(struct um_sa_client *c, const struct um_rx *rx)
 		return 0;
 	if (rx->status) {
 		/* libibumad's timeout record: every retry went unanswered. */
-		p->cb(p->ctx, -(rx->status == ETIMEDOUT ? ETIMEDOUT : rx->status), NULL);
+		pending_fail(p, -(rx->status == ETIMEDOUT ? ETIMEDOUT : rx->status));
+		free(p);
+		return 1;
+	}
+	if (p->kind == PEND_MCM) {
+		/* As the kernel's ib_sa: any SA status is -EINVAL for the caller. */
+		if (rx->len < CMP_MAD_SIZE || um_sa_decode(rx->mad, CMP_MAD_SIZE, &m, NULL) < 0 ||
+		    m.hdr.attr_id != UMAD_SA_ATTR_MCMEMBER_REC || m.hdr.status)
+			pending_fail(p, -EINVAL);
+		else if (p->mcm_cb)
+			p->mcm_cb(p->ctx, 0, &m.u.mcm);
 		free(p);
 		return 1;
 	}

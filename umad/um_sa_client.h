@@ -1,8 +1,10 @@
 /*
  * um_sa_client.h - an asynchronous SA client over a um_port: PathRecord
- * SubnAdmGet queries (what rdma_resolve_route sends on InfiniBand), matched
- * to their answers by transaction ID, with the retries libibumad runs for
- * us (umad_send's timeout_ms / retries) and a callback per query.
+ * SubnAdmGet queries (what rdma_resolve_route sends on InfiniBand) and
+ * MCMemberRecord SubnAdmSet / SubnAdmDelete (multicast join / leave, what
+ * rdma_join_multicast / rdma_leave_multicast send), matched to their
+ * answers by transaction ID, with the retries libibumad runs for us
+ * (umad_send's timeout_ms / retries) and a callback per query.
  *
  * The caller feeds every record of the port's SA agent to
  * um_sa_client_handle(); the callback runs from there (so on the thread that
@@ -47,6 +49,32 @@ void um_sa_client_free(struct um_sa_client *c);
  * it), or -1 with errno (ENOTCONN: the port has no SA, e.g. RoCE). */
 int um_sa_path_get(struct um_sa_client *c, const struct um_sa_path_req *q, um_sa_path_cb cb,
 		   void *ctx, uint64_t *tid);
+/* MCMemberRecord answers. status: 0 with the SA's record in *rec (the
+ * group: MGID, MLID, Q_Key, ... and our JoinState), or a negative errno as
+ * the kernel's ib_sa reports them to the rdma_cm:
+ *   -ETIMEDOUT     no answer after every retry;
+ *   -EINVAL        the SA answered with a non-zero status (e.g. 0x0200:
+ *                  the request does not match the group), or a malformed
+ *                  answer;
+ *   -ECANCELED     the client is being freed. */
+typedef void (*um_sa_mcm_cb)(void *ctx, int status, const struct um_sa_mcm_rec *rec);
+
+struct um_sa_mcm_req {
+	struct um_sa_mcm_rec rec; /* MGID (zero: the SA assigns one), PortGID, Q_Key,
+	                           * P_Key, SL, FlowLabel, TClass, JoinState, and for
+	                           * ipoib_ps MTU / Rate (+ selectors) and HopLimit */
+	int ipoib_ps;             /* the IPoIB port space's larger component mask */
+	int timeout_ms;           /* per try; 0: 1000 */
+	int retries;              /* 0: 3 */
+};
+
+/* Join: SubnAdmSet of req->rec with UM_SA_MCM_JOIN_COMP (um_sa_mcm_join). */
+int um_sa_mcm_set(struct um_sa_client *c, const struct um_sa_mcm_req *req, um_sa_mcm_cb cb,
+		  void *ctx, uint64_t *tid);
+/* Leave: SubnAdmDelete of req->rec's MGID / PortGID with JoinState
+ * leave_state (um_sa_mcm_leave). cb may be NULL (nobody waits). */
+int um_sa_mcm_delete(struct um_sa_client *c, const struct um_sa_mcm_req *req,
+		     uint8_t leave_state, um_sa_mcm_cb cb, void *ctx, uint64_t *tid);
 /* Forgets a pending query: its callback is never called. */
 void um_sa_cancel(struct um_sa_client *c, uint64_t tid);
 /* A record from the port's SA agent: answers and timeouts. Returns 1 when it

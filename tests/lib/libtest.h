@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +153,101 @@ static inline struct rdma_cm_event *lt_expect(struct rdma_event_channel *ch,
 	return ev;
 }
 
+/* Starts a two-node fabric ("ib" or "roce") with the test process as
+ * node 1 (forked children call lt_node(2)). */
+static inline void lt_fabric_node1(const char *link)
+{
+	lt_fabric_start(link, 2);
+	lt_node(1);
+}
+
+/* Suite hooks: TestSuite(x, .init = lt_init_ib, .fini = lt_fini). */
+static inline void lt_init_ib(void)
+{
+	lt_fabric_node1("ib");
+}
+
+static inline void lt_init_roce(void)
+{
+	lt_fabric_node1("roce");
+}
+
+static inline void lt_fini(void)
+{
+	lt_fabric_stop();
+}
+
+/* ---- a second process: a forked child ------------------------------------------ */
+
+/* In a forked child (no Criterion asserts there): a failed check says
+ * where and why on stderr and exits 1, which lt_reap reports. */
+#define LT_CK(c)                                                                          \
+	do {                                                                              \
+		if (!(c)) {                                                               \
+			fprintf(stderr, "child %s:%d: %s (errno %d: %s)\n", __FILE__,      \
+				__LINE__, #c, errno, strerror(errno));                    \
+			_exit(1);                                                         \
+		}                                                                         \
+	} while (0)
+
+struct lt_pipes {
+	int ready[2]; /* child -> parent */
+	int go[2];    /* parent -> child */
+};
+
+/* Forks child(mode, p) and waits (10 s) for the first byte it writes to
+ * p->ready[1] (it is listening / has joined). */
+static inline pid_t lt_spawn(void (*child)(int mode, struct lt_pipes *p), int mode,
+			     struct lt_pipes *p)
+{
+	struct pollfd pf;
+	pid_t pid;
+	char c;
+
+	cr_assert_eq(pipe(p->ready), 0);
+	cr_assert_eq(pipe(p->go), 0);
+	fflush(NULL);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		child(mode, p);
+		_exit(0);
+	}
+	pf.fd = p->ready[0];
+	pf.events = POLLIN;
+	cr_assert_eq(poll(&pf, 1, 10000), 1, "the child did not get ready");
+	cr_assert_eq(read(p->ready[0], &c, 1), 1);
+	return pid;
+}
+
+/* Waits (20 s) for the child to exit 0. */
+static inline void lt_reap(pid_t pid)
+{
+	int st = 0;
+	uint64_t t0 = lt_now_ms();
+
+	while (waitpid(pid, &st, WNOHANG) == 0) {
+		if (lt_now_ms() - t0 > 20000) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			cr_assert_fail("the child hung");
+		}
+		usleep(10000);
+	}
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child failed (status 0x%x)", st);
+}
+
+/* One completion on cq within ms (polling), or 0. */
+static inline int lt_wait_cq(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
+{
+	uint64_t t0 = lt_now_ms();
+	int n;
+
+	while ((n = ibv_poll_cq(cq, 1, wc)) == 0 && lt_now_ms() - t0 < (uint64_t)ms)
+		usleep(1000);
+	return n;
+}
+
 static inline struct sockaddr_in lt_sin(const char *ip, uint16_t port)
 {
 	struct sockaddr_in s;
@@ -161,6 +257,19 @@ static inline struct sockaddr_in lt_sin(const char *ip, uint16_t port)
 	s.sin_port = htons(port);
 	inet_pton(AF_INET, ip, &s.sin_addr);
 	return s;
+}
+
+/* In a child: the next event on ch, which must be of type t (10 s). */
+static inline struct rdma_cm_event *lt_child_wait(struct rdma_event_channel *ch,
+						  enum rdma_cm_event_type t)
+{
+	struct rdma_cm_event *ev = lt_event(ch, 10000);
+
+	if (!ev || ev->event != t)
+		fprintf(stderr, "child: wanted %s, got %s (status %d)\n", rdma_event_str(t),
+			ev ? rdma_event_str(ev->event) : "nothing", ev ? ev->status : 0);
+	LT_CK(ev && ev->event == t);
+	return ev;
 }
 
 #endif

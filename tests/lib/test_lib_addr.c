@@ -4,7 +4,8 @@
  * named by USCM_HOSTS), unknown addresses, rdma_bind_addr (local / remote /
  * wildcard addresses, port spaces, ephemeral ports, REUSEADDR, AFONLY),
  * rdma_resolve_route (SA PathRecord, the shared path cache, SA timeouts, a
- * RoCE path built locally), options, port getters, rdma_getaddrinfo.
+ * RoCE path built locally), options, port getters, rdma_getaddrinfo,
+ * rdma_resolve_addrinfo / rdma_query_addrinfo.
  */
 #include <arpa/inet.h>
 
@@ -436,6 +437,78 @@ Test(addr, getaddrinfo)
 	errno = 0;
 	cr_expect_eq(rdma_getaddrinfo(NULL, NULL, NULL, &res), -1);
 	cr_expect_eq(errno, EINVAL);
+}
+
+/* rdma_resolve_addrinfo (RDMACM_1.4): rdma_getaddrinfo, asynchronously,
+ * answered by ADDRINFO_RESOLVED / ADDRINFO_ERROR; rdma_query_addrinfo hands
+ * out a copy of the answer. */
+Test(addr, resolve_addrinfo_and_query)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_addrinfo hints, *res = NULL, *res2 = NULL;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	struct sockaddr_in *sin;
+
+	cr_assert(ch);
+	cr_assert_eq(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
+	errno = 0;
+	cr_expect_eq(rdma_query_addrinfo(id, &res), -1, "nothing resolved yet");
+	cr_expect_eq(errno, ENOENT);
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_port_space = RDMA_PS_UDP;
+	cr_assert_eq(rdma_resolve_addrinfo(id, "127.10.0.2", "7471", &hints), 0, "%s",
+		     strerror(errno));
+	ev = lt_expect(ch, RDMA_CM_EVENT_ADDRINFO_RESOLVED, 5000);
+	cr_expect_eq(ev->status, 0);
+	cr_expect_eq(ev->id, id);
+	rdma_ack_cm_event(ev);
+	cr_assert_eq(rdma_query_addrinfo(id, &res), 0);
+	cr_assert_eq(rdma_query_addrinfo(id, &res2), 0, "a copy each time");
+	cr_expect_neq(res, res2);
+	cr_expect_eq(res->ai_port_space, RDMA_PS_UDP);
+	cr_expect_eq(res->ai_qp_type, IBV_QPT_UD);
+	cr_assert(res->ai_dst_addr);
+	sin = (struct sockaddr_in *)res->ai_dst_addr;
+	cr_expect_eq(ntohl(sin->sin_addr.s_addr), 0x7F0A0002u);
+	cr_expect_eq(ntohs(sin->sin_port), 7471);
+	rdma_freeaddrinfo(res);
+	rdma_freeaddrinfo(res2);
+
+	hints.ai_flags = RAI_NUMERICHOST;
+	cr_assert_eq(rdma_resolve_addrinfo(id, "not-a-number", NULL, &hints), 0);
+	ev = lt_expect(ch, RDMA_CM_EVENT_ADDRINFO_ERROR, 5000);
+	cr_expect_lt(ev->status, 0);
+	rdma_ack_cm_event(ev);
+	errno = 0;
+	cr_expect_eq(rdma_resolve_addrinfo(id, NULL, NULL, NULL), -1);
+	cr_expect_eq(errno, EINVAL);
+	/* Hint flags of newer librdmacm (RAI_SA: an SA service lookup): refused. */
+	hints.ai_flags = 0x20;
+	errno = 0;
+	cr_expect_eq(rdma_resolve_addrinfo(id, NULL, "7471", &hints), -1);
+	cr_expect_eq(errno, EOPNOTSUPP);
+	/* A request in flight when the id goes away is forgotten. */
+	cr_assert_eq(rdma_resolve_addrinfo(id, "127.10.0.1", "1", NULL), 0);
+	cr_expect_eq(rdma_destroy_id(id), 0);
+	cr_expect_null(lt_event(ch, 200));
+	rdma_destroy_event_channel(ch);
+}
+
+/* A synchronous id waits in rdma_resolve_addrinfo for the answer. */
+Test(addr, resolve_addrinfo_synchronous)
+{
+	struct rdma_addrinfo *res;
+	struct rdma_cm_id *id;
+
+	cr_assert_eq(rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP), 0);
+	cr_assert_eq(rdma_resolve_addrinfo(id, "127.10.0.1", "9", NULL), 0);
+	cr_assert(id->event);
+	cr_expect_eq(id->event->event, RDMA_CM_EVENT_ADDRINFO_RESOLVED);
+	cr_assert_eq(rdma_query_addrinfo(id, &res), 0);
+	cr_expect_eq(res->ai_qp_type, IBV_QPT_RC);
+	rdma_freeaddrinfo(res);
+	rdma_destroy_id(id);
 }
 
 Test(roce, resolve_and_local_route)

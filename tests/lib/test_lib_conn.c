@@ -21,16 +21,14 @@
 
 static void setup_ib(void)
 {
-	lt_fabric_start("ib", 2);
-	lt_node(1); /* the test process; the forked server becomes node 2 */
+	lt_fabric_node1("ib"); /* the forked server becomes node 2 */
 	/* Short TimeWait so TIMEWAIT_EXIT shows up within the test. */
 	setenv("USCM_TIMEWAIT_MS", "100", 1);
 }
 
 static void setup_roce(void)
 {
-	lt_fabric_start("roce", 2);
-	lt_node(1);
+	lt_fabric_node1("roce");
 	setenv("USCM_TIMEWAIT_MS", "100", 1);
 	/* The RoCE lifetime formula gives ~4.3 s per CM try: cap it. */
 	setenv("USCM_CM_MAX_TIMER_MS", "1000", 1);
@@ -46,34 +44,9 @@ TestSuite(conn_roce, .init = setup_roce, .fini = teardown, .timeout = 120);
 
 /* ---- the passive side (a child process: no Criterion asserts there) ------------ */
 
-#define CK(c)                                                                             \
-	do {                                                                              \
-		if (!(c)) {                                                               \
-			fprintf(stderr, "server %s:%d: %s (errno %d: %s)\n", __FILE__,     \
-				__LINE__, #c, errno, strerror(errno));                    \
-			_exit(1);                                                         \
-		}                                                                         \
-	} while (0)
-
 enum srv_mode { SRV_ACCEPT, SRV_REJECT, SRV_OTHER_PORT, SRV_SIMUL, SRV_BACKLOG };
 
-struct pipes {
-	int ready[2]; /* child -> parent: listening */
-	int go[2];    /* parent -> child */
-};
-
-static struct rdma_cm_event *srv_wait(struct rdma_event_channel *ch, enum rdma_cm_event_type t)
-{
-	struct rdma_cm_event *ev = lt_event(ch, 10000);
-
-	if (!ev || ev->event != t)
-		fprintf(stderr, "server: wanted %s, got %s (status %d)\n", rdma_event_str(t),
-			ev ? rdma_event_str(ev->event) : "nothing", ev ? ev->status : 0);
-	CK(ev && ev->event == t);
-	return ev;
-}
-
-static void server(enum srv_mode mode, struct pipes *p)
+static void server(int mode, struct lt_pipes *p)
 {
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *lid, *cid;
@@ -87,37 +60,37 @@ static void server(enum srv_mode mode, struct pipes *p)
 	int tag = 77;
 
 	lt_node(2);
-	CK((ch = rdma_create_event_channel()));
-	CK(rdma_create_id(ch, &lid, &tag, RDMA_PS_TCP) == 0);
-	CK(rdma_bind_addr(lid, (struct sockaddr *)&any) == 0);
-	CK(rdma_listen(lid, mode == SRV_BACKLOG ? 1 : 4) == 0);
-	CK(write(p->ready[1], "r", 1) == 1);
+	LT_CK((ch = rdma_create_event_channel()));
+	LT_CK(rdma_create_id(ch, &lid, &tag, RDMA_PS_TCP) == 0);
+	LT_CK(rdma_bind_addr(lid, (struct sockaddr *)&any) == 0);
+	LT_CK(rdma_listen(lid, mode == SRV_BACKLOG ? 1 : 4) == 0);
+	LT_CK(write(p->ready[1], "r", 1) == 1);
 	if (mode == SRV_OTHER_PORT || mode == SRV_BACKLOG) {
 		/* Stay up (the CM agent answers) until the client is done. */
-		CK(read(p->go[0], &c, 1) == 1);
+		LT_CK(read(p->go[0], &c, 1) == 1);
 		_exit(0);
 	}
-	ev = srv_wait(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
-	CK(ev->listen_id == lid);
+	ev = lt_child_wait(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
+	LT_CK(ev->listen_id == lid);
 	cid = ev->id;
-	CK(cid != lid && cid->verbs && cid->port_num == 1);
-	CK(cid->context == &tag);
+	LT_CK(cid != lid && cid->verbs && cid->port_num == 1);
+	LT_CK(cid->context == &tag);
 	/* The user's 56 bytes after the 36-byte CMA header. */
-	CK(ev->param.conn.private_data_len == 56);
-	CK(!memcmp(ev->param.conn.private_data, "hello", 6));
+	LT_CK(ev->param.conn.private_data_len == 56);
+	LT_CK(!memcmp(ev->param.conn.private_data, "hello", 6));
 	/* The client asked responder_resources 2, initiator_depth 3: from here
 	 * we may answer 3 reads and issue 2. */
-	CK(ev->param.conn.responder_resources == 3);
-	CK(ev->param.conn.initiator_depth == 2);
-	CK(ev->param.conn.retry_count == 6);
-	CK(ntohs(rdma_get_dst_port(cid)) > 0 && ntohs(rdma_get_src_port(cid)) == PORT);
-	CK(((struct sockaddr_in *)rdma_get_peer_addr(cid))->sin_addr.s_addr == htonl(0x7F0A0001));
-	CK(((struct sockaddr_in *)rdma_get_local_addr(cid))->sin_addr.s_addr == htonl(0x7F0A0002));
+	LT_CK(ev->param.conn.responder_resources == 3);
+	LT_CK(ev->param.conn.initiator_depth == 2);
+	LT_CK(ev->param.conn.retry_count == 6);
+	LT_CK(ntohs(rdma_get_dst_port(cid)) > 0 && ntohs(rdma_get_src_port(cid)) == PORT);
+	LT_CK(((struct sockaddr_in *)rdma_get_peer_addr(cid))->sin_addr.s_addr == htonl(0x7F0A0001));
+	LT_CK(((struct sockaddr_in *)rdma_get_local_addr(cid))->sin_addr.s_addr == htonl(0x7F0A0002));
 	rdma_ack_cm_event(ev);
 	if (mode == SRV_REJECT) {
-		CK(rdma_reject(cid, "nope", 5) == 0);
-		CK(rdma_destroy_id(cid) == 0);
-		CK(rdma_destroy_id(lid) == 0);
+		LT_CK(rdma_reject(cid, "nope", 5) == 0);
+		LT_CK(rdma_destroy_id(cid) == 0);
+		LT_CK(rdma_destroy_id(lid) == 0);
 		rdma_destroy_event_channel(ch);
 		_exit(0);
 	}
@@ -126,77 +99,43 @@ static void server(enum srv_mode mode, struct pipes *p)
 	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
 	qa.qp_type = IBV_QPT_RC;
 	qa.sq_sig_all = 1;
-	CK(rdma_create_qp(cid, NULL, &qa) == 0);
-	CK(cid->qp && cid->send_cq && cid->recv_cq && cid->pd);
-	CK((mr = rdma_reg_msgs(cid, buf, sizeof(buf))));
+	LT_CK(rdma_create_qp(cid, NULL, &qa) == 0);
+	LT_CK(cid->qp && cid->send_cq && cid->recv_cq && cid->pd);
+	LT_CK((mr = rdma_reg_msgs(cid, buf, sizeof(buf))));
 	memset(buf, 0, sizeof(buf));
-	CK(rdma_post_recv(cid, cid, buf, sizeof(buf), mr) == 0);
+	LT_CK(rdma_post_recv(cid, cid, buf, sizeof(buf), mr) == 0);
 	memset(&cp, 0, sizeof(cp));
 	cp.private_data = "welcome";
 	cp.private_data_len = 8;
 	cp.responder_resources = cp.initiator_depth = 1;
 	cp.rnr_retry_count = 7;
-	CK(rdma_accept(cid, &cp) == 0);
-	ev = srv_wait(ch, RDMA_CM_EVENT_ESTABLISHED);
-	CK(ev->id == cid);
+	LT_CK(rdma_accept(cid, &cp) == 0);
+	ev = lt_child_wait(ch, RDMA_CM_EVENT_ESTABLISHED);
+	LT_CK(ev->id == cid);
 	rdma_ack_cm_event(ev);
 	/* The CQ context is the id: rdma_get_recv_comp asserts it. */
-	CK(rdma_get_recv_comp(cid, &wc) == 1);
-	CK(wc.status == IBV_WC_SUCCESS && wc.byte_len == 6 && !strcmp(buf, "ping!"));
+	LT_CK(rdma_get_recv_comp(cid, &wc) == 1);
+	LT_CK(wc.status == IBV_WC_SUCCESS && wc.byte_len == 6 && !strcmp(buf, "ping!"));
 	if (mode == SRV_SIMUL) {
-		CK(write(p->ready[1], "e", 1) == 1);
-		CK(read(p->go[0], &c, 1) == 1);
-		CK(rdma_disconnect(cid) == 0);
-		ev = srv_wait(ch, RDMA_CM_EVENT_DISCONNECTED);
+		LT_CK(write(p->ready[1], "e", 1) == 1);
+		LT_CK(read(p->go[0], &c, 1) == 1);
+		LT_CK(rdma_disconnect(cid) == 0);
+		ev = lt_child_wait(ch, RDMA_CM_EVENT_DISCONNECTED);
 		rdma_ack_cm_event(ev);
 	} else {
-		ev = srv_wait(ch, RDMA_CM_EVENT_DISCONNECTED);
-		CK(ev->id == cid);
+		ev = lt_child_wait(ch, RDMA_CM_EVENT_DISCONNECTED);
+		LT_CK(ev->id == cid);
 		rdma_ack_cm_event(ev);
-		CK(rdma_disconnect(cid) == 0); /* answers the DREQ */
+		LT_CK(rdma_disconnect(cid) == 0); /* answers the DREQ */
 	}
-	ev = srv_wait(ch, RDMA_CM_EVENT_TIMEWAIT_EXIT);
+	ev = lt_child_wait(ch, RDMA_CM_EVENT_TIMEWAIT_EXIT);
 	rdma_ack_cm_event(ev);
-	CK(rdma_dereg_mr(mr) == 0);
+	LT_CK(rdma_dereg_mr(mr) == 0);
 	rdma_destroy_qp(cid);
-	CK(rdma_destroy_id(cid) == 0);
-	CK(rdma_destroy_id(lid) == 0);
+	LT_CK(rdma_destroy_id(cid) == 0);
+	LT_CK(rdma_destroy_id(lid) == 0);
 	rdma_destroy_event_channel(ch);
 	_exit(0);
-}
-
-static pid_t spawn(enum srv_mode mode, struct pipes *p)
-{
-	pid_t pid;
-	char c;
-
-	cr_assert_eq(pipe(p->ready), 0);
-	cr_assert_eq(pipe(p->go), 0);
-	fflush(NULL);
-	pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0)
-		server(mode, p);
-	struct pollfd pf = { .fd = p->ready[0], .events = POLLIN };
-	cr_assert_eq(poll(&pf, 1, 10000), 1, "the server did not start listening");
-	cr_assert_eq(read(p->ready[0], &c, 1), 1);
-	return pid;
-}
-
-static void reap(pid_t pid)
-{
-	int st = 0;
-	uint64_t t0 = lt_now_ms();
-
-	while (waitpid(pid, &st, WNOHANG) == 0) {
-		if (lt_now_ms() - t0 > 20000) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &st, 0);
-			cr_assert_fail("the server hung");
-		}
-		usleep(10000);
-	}
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the server failed (status 0x%x)", st);
 }
 
 /* ---- the active side -------------------------------------------------------------- */
@@ -251,11 +190,11 @@ static void connect_send_disconnect(void)
 	struct rdma_conn_param cp = hello();
 	struct ibv_mr *mr;
 	struct ibv_wc wc;
-	struct pipes p;
+	struct lt_pipes p;
 	char msg[8] = "ping!";
 	pid_t pid;
 
-	pid = spawn(SRV_ACCEPT, &p);
+	pid = lt_spawn(server, SRV_ACCEPT, &p);
 	ch = rdma_create_event_channel();
 	cr_assert(ch, "%s", strerror(errno));
 	id = client_route(ch, PORT);
@@ -281,7 +220,7 @@ static void connect_send_disconnect(void)
 	rdma_destroy_qp(id);
 	cr_expect_eq(rdma_destroy_id(id), 0);
 	rdma_destroy_event_channel(ch);
-	reap(pid);
+	lt_reap(pid);
 }
 
 Test(conn, connect_send_disconnect)
@@ -300,10 +239,10 @@ Test(conn, reject_with_private_data)
 	struct rdma_cm_id *id;
 	struct rdma_cm_event *ev;
 	struct rdma_conn_param cp = hello();
-	struct pipes p;
+	struct lt_pipes p;
 	pid_t pid;
 
-	pid = spawn(SRV_REJECT, &p);
+	pid = lt_spawn(server, SRV_REJECT, &p);
 	ch = rdma_create_event_channel();
 	cr_assert(ch);
 	id = client_route(ch, PORT);
@@ -317,7 +256,7 @@ Test(conn, reject_with_private_data)
 	rdma_destroy_qp(id);
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);
-	reap(pid);
+	lt_reap(pid);
 }
 
 Test(conn, no_listener_is_rejected)
@@ -326,10 +265,10 @@ Test(conn, no_listener_is_rejected)
 	struct rdma_cm_id *id;
 	struct rdma_cm_event *ev;
 	struct rdma_conn_param cp = hello();
-	struct pipes p;
+	struct lt_pipes p;
 	pid_t pid;
 
-	pid = spawn(SRV_OTHER_PORT, &p);
+	pid = lt_spawn(server, SRV_OTHER_PORT, &p);
 	ch = rdma_create_event_channel();
 	cr_assert(ch);
 	id = client_route(ch, PORT);
@@ -342,7 +281,7 @@ Test(conn, no_listener_is_rejected)
 	rdma_destroy_qp(id);
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);
-	reap(pid);
+	lt_reap(pid);
 }
 
 Test(conn, dead_node_is_unreachable_within_bound)
@@ -382,11 +321,11 @@ Test(conn, simultaneous_disconnect)
 	struct rdma_conn_param cp = hello();
 	struct ibv_mr *mr;
 	struct ibv_wc wc;
-	struct pipes p;
+	struct lt_pipes p;
 	char msg[8] = "ping!", c;
 	pid_t pid;
 
-	pid = spawn(SRV_SIMUL, &p);
+	pid = lt_spawn(server, SRV_SIMUL, &p);
 	ch = rdma_create_event_channel();
 	cr_assert(ch);
 	id = client_route(ch, PORT);
@@ -410,7 +349,7 @@ Test(conn, simultaneous_disconnect)
 	rdma_destroy_qp(id);
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);
-	reap(pid);
+	lt_reap(pid);
 }
 
 /* rping -q's path: the user creates and moves the QP itself. */
@@ -428,12 +367,12 @@ Test(conn, user_owned_qp_with_establish)
 	struct ibv_qp *qp;
 	struct ibv_mr *mr;
 	struct ibv_wc wc;
-	struct pipes p;
+	struct lt_pipes p;
 	char msg[8] = "ping!";
 	int mask, n;
 	pid_t pid;
 
-	pid = spawn(SRV_ACCEPT, &p);
+	pid = lt_spawn(server, SRV_ACCEPT, &p);
 	ch = rdma_create_event_channel();
 	cr_assert(ch);
 	id = client_route(ch, PORT);
@@ -489,12 +428,12 @@ Test(conn, user_owned_qp_with_establish)
 	ibv_dealloc_pd(pd);
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);
-	reap(pid);
+	lt_reap(pid);
 }
 
 /* ---- synchronous endpoints (what rdma_server / rdma_client do) ------------------------ */
 
-static void ep_server(struct pipes *p)
+static void ep_server(int mode, struct lt_pipes *p)
 {
 	struct rdma_addrinfo hints, *res;
 	struct rdma_cm_id *lid, *id;
@@ -503,32 +442,33 @@ static void ep_server(struct pipes *p)
 	struct ibv_wc wc;
 	char buf[16];
 
+	(void)mode;
 	lt_node(2);
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_flags = RAI_PASSIVE;
 	hints.ai_port_space = RDMA_PS_TCP;
-	CK(rdma_getaddrinfo(NULL, "7480", &hints, &res) == 0);
+	LT_CK(rdma_getaddrinfo(NULL, "7480", &hints, &res) == 0);
 	memset(&qa, 0, sizeof(qa));
 	qa.cap.max_send_wr = qa.cap.max_recv_wr = 1;
 	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
 	qa.sq_sig_all = 1;
 	qa.qp_type = IBV_QPT_RC;
-	CK(rdma_create_ep(&lid, res, NULL, &qa) == 0);
+	LT_CK(rdma_create_ep(&lid, res, NULL, &qa) == 0);
 	rdma_freeaddrinfo(res);
-	CK(rdma_listen(lid, 0) == 0);
-	CK(write(p->ready[1], "r", 1) == 1);
-	CK(rdma_get_request(lid, &id) == 0);
-	CK(id->qp && id->event && id->event->event == RDMA_CM_EVENT_CONNECT_REQUEST);
-	CK((mr = rdma_reg_msgs(id, buf, sizeof(buf))));
-	CK(rdma_post_recv(id, NULL, buf, sizeof(buf), mr) == 0);
-	CK(rdma_accept(id, NULL) == 0);
-	CK(rdma_get_recv_comp(id, &wc) == 1 && wc.status == IBV_WC_SUCCESS);
-	CK(!strcmp(buf, "sync"));
+	LT_CK(rdma_listen(lid, 0) == 0);
+	LT_CK(write(p->ready[1], "r", 1) == 1);
+	LT_CK(rdma_get_request(lid, &id) == 0);
+	LT_CK(id->qp && id->event && id->event->event == RDMA_CM_EVENT_CONNECT_REQUEST);
+	LT_CK((mr = rdma_reg_msgs(id, buf, sizeof(buf))));
+	LT_CK(rdma_post_recv(id, NULL, buf, sizeof(buf), mr) == 0);
+	LT_CK(rdma_accept(id, NULL) == 0);
+	LT_CK(rdma_get_recv_comp(id, &wc) == 1 && wc.status == IBV_WC_SUCCESS);
+	LT_CK(!strcmp(buf, "sync"));
 	strcpy(buf, "back");
-	CK(rdma_post_send(id, NULL, buf, 5, mr, 0) == 0);
-	CK(rdma_get_send_comp(id, &wc) == 1 && wc.status == IBV_WC_SUCCESS);
-	CK(rdma_disconnect(id) == 0);
-	CK(rdma_dereg_mr(mr) == 0);
+	LT_CK(rdma_post_send(id, NULL, buf, 5, mr, 0) == 0);
+	LT_CK(rdma_get_send_comp(id, &wc) == 1 && wc.status == IBV_WC_SUCCESS);
+	LT_CK(rdma_disconnect(id) == 0);
+	LT_CK(rdma_dereg_mr(mr) == 0);
 	rdma_destroy_ep(id);
 	rdma_destroy_ep(lid);
 	_exit(0);
@@ -541,17 +481,11 @@ Test(conn, synchronous_endpoints)
 	struct ibv_qp_init_attr qa;
 	struct ibv_mr *mr;
 	struct ibv_wc wc;
-	struct pipes p;
-	char buf[16] = "sync", c;
+	struct lt_pipes p;
+	char buf[16] = "sync";
 	pid_t pid;
 
-	cr_assert_eq(pipe(p.ready), 0);
-	cr_assert_eq(pipe(p.go), 0);
-	pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0)
-		ep_server(&p);
-	cr_assert_eq(read(p.ready[0], &c, 1), 1);
+	pid = lt_spawn(ep_server, 0, &p);
 	lt_node(1);
 	cr_assert_eq(rdma_getaddrinfo("127.10.0.2", "7480", NULL, &res), 0);
 	memset(&qa, 0, sizeof(qa));
@@ -573,7 +507,7 @@ Test(conn, synchronous_endpoints)
 	cr_assert_eq(rdma_disconnect(id), 0);
 	rdma_dereg_mr(mr);
 	rdma_destroy_ep(id);
-	reap(pid);
+	lt_reap(pid);
 }
 
 /* One process owns a port's CM agent: a second process on the same node
@@ -593,12 +527,12 @@ Test(conn, second_process_on_a_port_gets_ebusy)
 	pid = fork();
 	if (pid == 0) {
 		/* Also node 1: owns the CM agent first. */
-		CK((ch = rdma_create_event_channel()));
-		CK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
-		CK(rdma_bind_addr(id, (struct sockaddr *)&any) == 0);
-		CK(rdma_listen(id, 1) == 0);
-		CK(write(ready[1], "r", 1) == 1);
-		CK(read(go[0], &c, 1) == 1);
+		LT_CK((ch = rdma_create_event_channel()));
+		LT_CK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
+		LT_CK(rdma_bind_addr(id, (struct sockaddr *)&any) == 0);
+		LT_CK(rdma_listen(id, 1) == 0);
+		LT_CK(write(ready[1], "r", 1) == 1);
+		LT_CK(read(go[0], &c, 1) == 1);
 		_exit(0);
 	}
 	cr_assert_eq(read(ready[0], &c, 1), 1);
@@ -625,10 +559,10 @@ Test(conn, backlog_full_is_rejected)
 	struct rdma_cm_id *a, *b;
 	struct rdma_cm_event *ev;
 	struct rdma_conn_param cp = hello();
-	struct pipes p;
+	struct lt_pipes p;
 	pid_t pid;
 
-	pid = spawn(SRV_BACKLOG, &p);
+	pid = lt_spawn(server, SRV_BACKLOG, &p);
 	ch = rdma_create_event_channel();
 	cr_assert(ch);
 	a = client_route(ch, PORT);
@@ -643,7 +577,7 @@ Test(conn, backlog_full_is_rejected)
 	cr_expect_eq(ev->status, 28);
 	rdma_ack_cm_event(ev);
 	cr_assert_eq(write(p.go[1], "x", 1), 1);
-	reap(pid);
+	lt_reap(pid);
 	rdma_destroy_qp(a);
 	rdma_destroy_qp(b);
 	rdma_destroy_id(a);

@@ -2,8 +2,9 @@
  * Event channels and ids: the fd is readable exactly while an event waits,
  * events of an id come in order, non-blocking and blocking retrieval,
  * rdma_destroy_id waits for the acks of the events handed out (and drops
- * those never retrieved), rdma_migrate_id moves pending events, synchronous
- * ids, devices, bad arguments. Runs as node 1 of a one-node simulated fabric
+ * those never retrieved), a channel destroyed under a waiting thread,
+ * rdma_migrate_id moves pending events, synchronous ids, devices, bad
+ * arguments. Runs as node 1 of a one-node simulated fabric
  * (the library needs an RDMA device).
  */
 #include <fcntl.h>
@@ -121,6 +122,34 @@ Test(events, blocking_get_wakes_up)
 	pthread_join(t, NULL);
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);
+}
+
+/* rping tears down so: its event thread still waits in rdma_get_cm_event
+ * when main destroys the channel and exits. As with the kernel's rdma_cm,
+ * the waiter just never returns (and nothing is freed under it). */
+static atomic_int waiter_returned;
+
+static void *wait_forever(void *arg)
+{
+	struct rdma_cm_event *ev;
+
+	rdma_get_cm_event(arg, &ev);
+	atomic_store(&waiter_returned, 1);
+	return NULL;
+}
+
+Test(events, destroy_channel_with_a_waiter)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	pthread_t t;
+
+	cr_assert(ch);
+	pthread_create(&t, NULL, wait_forever, ch);
+	usleep(100 * 1000); /* it is in poll() now */
+	rdma_destroy_event_channel(ch);
+	usleep(100 * 1000);
+	cr_expect_eq(atomic_load(&waiter_returned), 0);
+	pthread_detach(t);
 }
 
 static void *destroy_thread(void *arg)

@@ -4,9 +4,12 @@
  * node 1: rping (`rping -s` / `rping -c -a 127.10.0.2 -C n -v`; with data
  * validation and larger buffers, the self-created QP path -q that uses
  * rdma_init_qp_attr + rdma_establish, and RoCE), ucmatose with several
- * connections, rdma_server / rdma_client (synchronous endpoints) and
- * cmtime -c 100. Each pair must exit 0 (cmtime's server never exits: it is
- * stopped once the client is done). Skipped when rdmacm-utils is missing.
+ * connections, rdma_server / rdma_client (synchronous endpoints),
+ * cmtime -c 100, udaddy (UD over SIDR; several connections, the IPoIB port
+ * space, RoCE) and mckey (multicast: receiver on node 2, sender on node 1;
+ * send-only join, the IPoIB port space, RoCE). Each pair must exit 0
+ * (cmtime's server never exits: it is stopped once the client is done).
+ * Skipped when rdmacm-utils is missing.
  */
 #include "libtest.h"
 
@@ -55,8 +58,19 @@ static int count_lines(const char *s, const char *what)
 /* Runs `server` on node 2 in the background and `client` on node 1 (again
  * while the server is not listening yet: the connect is rejected), and
  * checks both exit 0. Returns the client's output (malloc'd). */
+static char *pair_when(const char *link, const char *bin, const char *server,
+		       const char *client, int server_exits, const char *ready);
+
 static char *pair(const char *link, const char *bin, const char *server, const char *client,
 		  int server_exits)
+{
+	return pair_when(link, bin, server, client, server_exits, NULL);
+}
+
+/* As pair(), starting the client only once the shell command `ready`
+ * (given the fabric directory as $D) succeeds. */
+static char *pair_when(const char *link, const char *bin, const char *server,
+		       const char *client, int server_exits, const char *ready)
 {
 	char *out = NULL, *sout = NULL, *rc = NULL;
 	int st = -1;
@@ -71,10 +85,17 @@ static char *pair(const char *link, const char *bin, const char *server, const c
 			   " echo $! >%s/server.pid; wait $!; echo $? >%s/server.rc) >/dev/null 2>&1 &",
 			   env_prefix(), server, lt_dir, lt_dir, lt_dir),
 		     0);
+	for (int i = 0; ready && i < 100; i++) {
+		if (lt_sh(NULL, "D='%s'; %s", getenv("USCM_SIM_DIR"), ready) == 0)
+			break;
+		usleep(100 * 1000);
+	}
 	for (int i = 0; i < 50; i++) {
 		free(out);
 		st = lt_sh(&out, "USCM_SIM_NODE=node1 %s timeout 60 %s 2>&1", env_prefix(), client);
-		if (st == 0 || !strstr(out, "REJECTED") || strstr(out, "end 0"))
+		/* REJECTED (RC) / UNREACHABLE (UD): not listening yet. */
+		if (st == 0 || (!strstr(out, "REJECTED") && !strstr(out, "UNREACHABLE")) ||
+		    strstr(out, "end 0"))
 			break;
 		usleep(100 * 1000);
 	}
@@ -164,4 +185,74 @@ Test(utils, cmtime_100)
 	cr_expect(strstr(out, "connect"), "%s", out);
 	cr_expect(strstr(out, "disconnect"), "%s", out);
 	free(out);
+}
+
+/* ---- UD (SIDR) and multicast ------------------------------------------------------------ */
+
+static void udaddy_pair(const char *link, const char *opts)
+{
+	char server[256], client[256], *out;
+
+	snprintf(server, sizeof(server), "udaddy %s", opts);
+	snprintf(client, sizeof(client), "udaddy -s 127.10.0.2 %s", opts);
+	out = pair(link, "udaddy", server, client, 1);
+	cr_expect(strstr(out, "data transfers complete"), "%s", out);
+	cr_expect(strstr(out, "return status 0"), "%s", out);
+	free(out);
+}
+
+Test(utils, udaddy)
+{
+	udaddy_pair("ib", "");
+}
+
+Test(utils, udaddy_4_connections_ipoib_port_space)
+{
+	udaddy_pair("ib", "-c 4 -C 20 -p 0x2");
+}
+
+Test(utils, udaddy_roce)
+{
+	udaddy_pair("roce", "-C 20");
+}
+
+/* The sender starts once the receiver's QP is attached to the group (the
+ * fabric's group table says so): a send-only join cannot create the group,
+ * and what is sent before the receiver is attached is lost. */
+static void mckey_pair(const char *link, const char *opts, const char *sender_opts)
+{
+	char server[256], client[256], ready[512], *out;
+
+	snprintf(server, sizeof(server), "mckey -m 239.1.1.1 -b 127.10.0.2 %s", opts);
+	snprintf(client, sizeof(client), "mckey -m 239.1.1.1 -b 127.10.0.1 -s %s %s", opts,
+		 sender_opts);
+	snprintf(ready, sizeof(ready), "%s/uscm-sim status --dir \"$D\" | grep -q 'qps:.*node2:'",
+		 lt_bin());
+	out = pair_when(link, "mckey", server, client, 1, ready);
+	cr_expect(strstr(out, "mckey: joined dgid: "), "%s", out);
+	cr_expect(strstr(out, "data transfers complete"), "%s", out);
+	cr_expect(strstr(out, "return status 0"), "%s", out);
+	if (!strcmp(link, "ib"))
+		cr_expect(strstr(out, "mlid 0xc0"), "an SA-assigned MLID: %s", out);
+	free(out);
+}
+
+Test(utils, mckey)
+{
+	mckey_pair("ib", "", "");
+}
+
+Test(utils, mckey_send_only_sender)
+{
+	mckey_pair("ib", "-C 20", "-o");
+}
+
+Test(utils, mckey_ipoib_port_space)
+{
+	mckey_pair("ib", "-p 0x2", "");
+}
+
+Test(utils, mckey_roce)
+{
+	mckey_pair("roce", "", "");
 }

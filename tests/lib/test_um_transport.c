@@ -3,7 +3,8 @@
  * libibumad.so.3 (the same calls run on real hardware): port information,
  * one CM agent per port (EBUSY for a second process), CM MADs between two
  * processes with the sender's address, PathRecord queries to the SA (an
- * answer, an unknown GID, every retry lost).
+ * answer, an unknown GID, every retry lost), MCMemberRecord join / leave
+ * (the group's record, a refused join, a leave of what was not joined).
  */
 #include <sys/wait.h>
 
@@ -162,12 +163,12 @@ static void on_path(void *ctx, int status, const struct um_sa_path_rec *pr)
 		a->pr = *pr;
 }
 
-static void pump(struct um_port *p, struct um_sa_client *c, struct answer *a, int ms)
+static void pump(struct um_port *p, struct um_sa_client *c, int *done, int ms)
 {
 	uint64_t t0 = lt_now_ms();
 	struct um_rx rx;
 
-	while (!a->done && lt_now_ms() - t0 < (uint64_t)ms) {
+	while (!*done && lt_now_ms() - t0 < (uint64_t)ms) {
 		if (recv_wait(p, &rx, 50) == 1)
 			um_sa_client_handle(c, &rx);
 	}
@@ -200,7 +201,7 @@ Test(um, sa_path_record)
 	struct answer a;
 
 	query(c, gid2, 500, &a);
-	pump(p, c, &a, 5000);
+	pump(p, c, &a.done, 5000);
 	cr_assert(a.done, "no answer");
 	cr_assert_eq(a.status, 0, "status %d", a.status);
 	cr_expect_eq(a.pr.slid, 2);
@@ -213,7 +214,7 @@ Test(um, sa_path_record)
 	/* A GID the SA does not know. */
 	static const uint8_t nobody[16] = { 0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0x02, 0xc9, 0x03, 0, 0, 0, 0x33 };
 	query(c, nobody, 500, &a);
-	pump(p, c, &a, 5000);
+	pump(p, c, &a.done, 5000);
 	cr_assert(a.done);
 	cr_expect_eq(a.status, -EHOSTUNREACH);
 	um_sa_client_free(c);
@@ -233,7 +234,7 @@ Test(um, sa_timeout_after_retries)
 	c = um_sa_client_new(p, 1);
 	t0 = lt_now_ms();
 	query(c, gid2, 200, &a); /* 3 tries of 200 ms */
-	pump(p, c, &a, 5000);
+	pump(p, c, &a.done, 5000);
 	dt = lt_now_ms() - t0;
 	cr_assert(a.done, "no timeout record");
 	cr_expect_eq(a.status, -ETIMEDOUT);
@@ -244,5 +245,76 @@ Test(um, sa_timeout_after_retries)
 	um_sa_client_free(c);
 	cr_expect(a.done);
 	cr_expect_eq(a.status, -ECANCELED);
+	um_port_close(p);
+}
+
+struct mcm_answer {
+	int done, status;
+	struct um_sa_mcm_rec rec;
+};
+
+static void on_mcm(void *ctx, int status, const struct um_sa_mcm_rec *rec)
+{
+	struct mcm_answer *a = ctx;
+
+	a->done = 1;
+	a->status = status;
+	if (rec)
+		a->rec = *rec;
+}
+
+static void mcm(struct um_port *p, struct um_sa_client *c, const struct um_sa_mcm_req *req,
+		uint8_t leave, struct mcm_answer *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (leave)
+		cr_assert_eq(um_sa_mcm_delete(c, req, leave, on_mcm, a, NULL), 0, "%s",
+			     strerror(errno));
+	else
+		cr_assert_eq(um_sa_mcm_set(c, req, on_mcm, a, NULL), 0, "%s", strerror(errno));
+	pump(p, c, &a->done, 5000);
+	cr_assert(a->done, "no answer");
+}
+
+Test(um, sa_mcmember_join_leave)
+{
+	static const uint8_t mgid[16] = { 0xff, 0x12, 0x40, 0x01, 0xff, 0xff, 0, 0,
+					  0,    0,    0,    0,    0x0f, 1,    2, 4 };
+	struct um_port *p = open_node(1, UM_OPEN_SA);
+	struct um_sa_client *c = um_sa_client_new(p, 77);
+	struct um_sa_mcm_req req;
+	struct mcm_answer a;
+
+	memset(&req, 0, sizeof(req));
+	memcpy(req.rec.mgid, mgid, 16);
+	memcpy(req.rec.port_gid, gid1, 16);
+	req.rec.qkey = 0x01234567;
+	req.rec.pkey = 0xFFFF;
+	req.rec.join_state = 1;
+	req.timeout_ms = 500;
+	mcm(p, c, &req, 0, &a);
+	cr_assert_eq(a.status, 0, "status %d", a.status);
+	cr_expect_arr_eq(a.rec.mgid, mgid, 16);
+	cr_expect_geq(a.rec.mlid, 0xC000);
+	cr_expect_eq(a.rec.qkey, 0x01234567);
+	cr_expect_eq(a.rec.join_state, 1);
+	/* The group exists with another Q_Key: the SA refuses (-EINVAL). */
+	req.rec.qkey = 0x0B1B;
+	mcm(p, c, &req, 0, &a);
+	cr_expect_eq(a.status, -EINVAL);
+	mcm(p, c, &req, 1, &a);
+	cr_expect_eq(a.status, 0, "leave: %d", a.status);
+	mcm(p, c, &req, 1, &a);
+	cr_expect_eq(a.status, -EINVAL, "not a member any more");
+	cr_expect_eq(um_sa_client_pending(c), 0);
+	/* Bad calls; a leave nobody waits for. */
+	errno = 0;
+	cr_expect_eq(um_sa_mcm_set(c, &req, NULL, NULL, NULL), -1);
+	cr_expect_eq(errno, EINVAL);
+	errno = 0;
+	cr_expect_eq(um_sa_mcm_delete(c, &req, 0, NULL, NULL, NULL), -1);
+	cr_expect_eq(errno, EINVAL);
+	cr_expect_eq(um_sa_mcm_delete(c, &req, 1, NULL, NULL, NULL), 0);
+	um_sa_client_free(c);
 	um_port_close(p);
 }

@@ -306,8 +306,8 @@ static inline unsigned st_free_tcp_port(void)
  * (TCP side channel on 127.0.0.1), -g 0, iters iterations, extra arguments
  * (NULL-terminated list). 0 when both succeed; else a message in *why
  * (malloc'd). */
-static inline int st_pingpong(const char *dir, const char *tool, int iters, const char *const *extra,
-			      char **why)
+static inline int st_pingpong_once(const char *dir, const char *tool, int iters,
+				   const char *const *extra, char **why, int *port_taken)
 {
 	char so[] = "/tmp/uscm-simtest-srv.XXXXXX", co[] = "/tmp/uscm-simtest-cli.XXXXXX";
 	char port[16], n[16];
@@ -348,6 +348,7 @@ static inline int st_pingpong(const char *dir, const char *tool, int iters, cons
 	c_out = st_slurp(co);
 	unlink(so);
 	unlink(co);
+	*port_taken = strstr(s_out, "Couldn't listen to port") != NULL;
 	if (rc || rs || !strstr(c_out, " iters in ") || !strstr(s_out, " iters in ")) {
 		if (why) {
 			size_t len = strlen(tool) + strlen(c_out) + strlen(s_out) + 64;
@@ -363,6 +364,25 @@ static inline int st_pingpong(const char *dir, const char *tool, int iters, cons
 	free(s_out);
 	free(c_out);
 	return 0;
+}
+
+/* The side channel's port is picked free, but a test running in parallel
+ * can take it before the server binds it: then try another. */
+static inline int st_pingpong(const char *dir, const char *tool, int iters, const char *const *extra,
+			      char **why)
+{
+	int rc = -1, taken = 0;
+
+	for (int attempt = 0; attempt < 4; attempt++) {
+		if (why && attempt) {
+			free(*why);
+			*why = NULL;
+		}
+		rc = st_pingpong_once(dir, tool, iters, extra, why, &taken);
+		if (!taken)
+			break;
+	}
+	return rc;
 }
 
 #endif

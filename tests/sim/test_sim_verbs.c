@@ -1755,8 +1755,8 @@ struct pp_result {
 
 /* Runs tool as server on node2 and client on node1 (-g 0, iters
  * iterations, up to three extra arguments), their outputs into *res. */
-static void pingpong_exec(const char *tool, int iters, const char *x1, const char *x2, const char *x3,
-			  struct pp_result *res)
+static void pingpong_exec_once(const char *tool, int iters, const char *x1, const char *x2,
+			       const char *x3, struct pp_result *res)
 {
 	char so[] = "/tmp/uscm-svt-srv.XXXXXX", co[] = "/tmp/uscm-svt-cli.XXXXXX", port[16], n[16];
 	unsigned pn = pp_port();
@@ -1791,6 +1791,18 @@ static void pingpong_exec(const char *tool, int iters, const char *x1, const cha
 	snprintf(res->s_out, sizeof(res->s_out), "%s", slurp(so));
 	unlink(so);
 	unlink(co);
+}
+
+/* The TCP side channel's port is picked free, but another test running in
+ * parallel can take it before the server binds it: then try another. */
+static void pingpong_exec(const char *tool, int iters, const char *x1, const char *x2, const char *x3,
+			  struct pp_result *res)
+{
+	for (int attempt = 0; attempt < 4; attempt++) {
+		pingpong_exec_once(tool, iters, x1, x2, x3, res);
+		if (!strstr(res->s_out, "Couldn't listen to port"))
+			return;
+	}
 }
 
 /* lossy: under injected loss of every packet kind, the ACK of the very
