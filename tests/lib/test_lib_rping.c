@@ -178,6 +178,17 @@ Test(utils, rdma_server_rdma_client)
 	free(out);
 }
 
+Test(utils, rdma_xserver_rdma_xclient_rc)
+{
+	/* RC mode; the client posts a 16-byte inline send on a QP created with
+	 * max_inline_data 0, as hardware allows. (XRC mode 'x' is not done.) */
+	char *out = pair("ib", "rdma_xclient", "rdma_xserver", "rdma_xclient -s 127.10.0.2", 1);
+
+	/* pair() checks that the server exited 0 too */
+	cr_expect(strstr(out, "rdma_xclient: end 0"), "%s", out);
+	free(out);
+}
+
 Test(utils, cmtime_100)
 {
 	char *out = pair("ib", "cmtime", "cmtime -c 100", "cmtime -s 127.10.0.2 -c 100", 0);
