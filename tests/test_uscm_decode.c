@@ -125,6 +125,27 @@ static const char *jvalue(const char *p)
 	}
 }
 
+/* Overwrites the byte at `off` of the demo's IB trace, checking first that
+ * it holds `was` (so the offset arithmetic of a test is itself tested). */
+static void patch_ib_trace(long off, int was, int now, char *path, size_t len)
+{
+	FILE *f;
+
+	snprintf(path, len, "%s/handshake-ib.pcap", tmpdir);
+	f = fopen(path, "r+b");
+	cr_assert_not_null(f);
+	fseek(f, off, SEEK_SET);
+	cr_assert_eq(fgetc(f), was, "offset arithmetic: byte %ld is not 0x%02x", off, was);
+	fseek(f, off, SEEK_SET);
+	fputc(now, f);
+	fclose(f);
+}
+
+/* MAD byte `b` of the demo trace's first REQ: 24 (pcap file header) + two
+ * records of 16 + 16 + 290 + 16 + 16 (record + ERF headers) + 28 (LRH, BTH,
+ * DETH). */
+#define REQ_MAD_BYTE(b) (24L + 2 * (16 + 16 + 290) + 16 + 16 + 28 + (b))
+
 TestSuite(uscm_decode, .init = setup, .fini = teardown);
 
 Test(uscm_decode, json_validator_rejects_garbage)
@@ -234,22 +255,9 @@ Test(uscm_decode, malformed_mad_is_flagged_not_fatal)
 {
 	char cmd[1200], *out;
 	char path[600];
-	FILE *f;
-	long off;
 
 	demo();
-	snprintf(path, sizeof(path), "%s/handshake-ib.pcap", tmpdir);
-	/* The first REQ: its class version byte sits 24 (pcap file header)
-	 * + 2*(16 + 16 + 290) (two records) + 16 + 16 (record + ERF headers)
-	 * + 8 + 12 + 8 (LRH, BTH, DETH) + 2 bytes in. */
-	off = 24 + 2 * (16 + 16 + 290) + 16 + 16 + 28 + 2;
-	f = fopen(path, "r+b");
-	cr_assert_not_null(f);
-	fseek(f, off, SEEK_SET);
-	cr_assert_eq(fgetc(f), 2, "offset arithmetic: the byte must be CM class version 2");
-	fseek(f, off, SEEK_SET);
-	fputc(9, f);
-	fclose(f);
+	patch_ib_trace(REQ_MAD_BYTE(2), 2, 9, path, sizeof(path)); /* CM class version */
 	snprintf(cmd, sizeof(cmd), "%s/uscm-decode %s 2>&1", bindir, path);
 	cr_assert_eq(run(cmd, &out), 0, "%s", out);
 	cr_assert(strstr(out, "[malformed: CM class version 9, expected 2]"), "%s", out);
@@ -280,21 +288,11 @@ Test(uscm_decode, attribute_without_table_is_not_malformed)
 {
 	char cmd[1200], *out;
 	char path[600];
-	FILE *f;
-	long off;
 
 	demo();
-	snprintf(path, sizeof(path), "%s/handshake-ib.pcap", tmpdir);
-	/* The first REQ's attribute ID low byte (MAD byte 17): make it SAP
-	 * (0x1B), a CM attribute uscm has no table for. */
-	off = 24 + 2 * (16 + 16 + 290) + 16 + 16 + 28 + 17;
-	f = fopen(path, "r+b");
-	cr_assert_not_null(f);
-	fseek(f, off, SEEK_SET);
-	cr_assert_eq(fgetc(f), 0x10, "offset arithmetic: the byte must be REQ's attribute ID");
-	fseek(f, off, SEEK_SET);
-	fputc(0x1B, f);
-	fclose(f);
+	/* The attribute ID's low byte: SAP (0x1B), a CM attribute uscm has no
+	 * table for. */
+	patch_ib_trace(REQ_MAD_BYTE(17), 0x10, 0x1B, path, sizeof(path));
 	snprintf(cmd, sizeof(cmd), "%s/uscm-decode %s 2>&1", bindir, path);
 	cr_assert_eq(run(cmd, &out), 0, "%s", out);
 	cr_assert(strstr(out, "CM Send SAP(0x001b)"), "%s", out);

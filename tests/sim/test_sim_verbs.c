@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "sim/simf.h"
+#include "simtest.h"
 
 /* ---- fabric --------------------------------------------------------------- */
 
@@ -1700,52 +1701,16 @@ Test(sim_verbs, unmodified_ibv_devinfo, .fini = fabric_stop, .timeout = 60)
 	unlink(out);
 }
 
-/* Is a TCP socket listening on port (any address, IPv4 or IPv6)? */
-static int tcp_listening(unsigned port)
-{
-	static const char *const files[] = { "/proc/net/tcp", "/proc/net/tcp6" };
-	char line[512], la[80], ra[80];
-	unsigned st;
-
-	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		FILE *fp = fopen(files[i], "r");
-
-		if (!fp)
-			continue;
-		while (fgets(line, sizeof(line), fp)) {
-			const char *c;
-
-			/* "  sl: local_address rem_address st ..." */
-			if (sscanf(line, " %*d: %79s %79s %x", la, ra, &st) != 3 || st != 0x0A)
-				continue;
-			c = strrchr(la, ':');
-			if (c && strtoul(c + 1, NULL, 16) == port) {
-				fclose(fp);
-				return 1;
-			}
-		}
-		fclose(fp);
-	}
-	return 0;
-}
-
 /* Waits until the server listens (its TCP side channel), at most ms. */
 static void wait_listening(unsigned port, pid_t server, int ms)
 {
 	for (int t = 0; t < ms; t += 10) {
-		if (tcp_listening(port))
+		if (st_tcp_listening(port))
 			return;
 		if (waitpid(server, NULL, WNOHANG) == server)
 			return; /* it died: the client will say so */
 		usleep(10000);
 	}
-}
-
-static unsigned pp_port(void)
-{
-	static int seq;
-
-	return 20000u + (unsigned)(getpid() * 8 + seq++) % 20000u;
 }
 
 struct pp_result {
@@ -1759,7 +1724,7 @@ static void pingpong_exec_once(const char *tool, int iters, const char *x1, cons
 			       const char *x3, struct pp_result *res)
 {
 	char so[] = "/tmp/uscm-svt-srv.XXXXXX", co[] = "/tmp/uscm-svt-cli.XXXXXX", port[16], n[16];
-	unsigned pn = pp_port();
+	unsigned pn = st_free_tcp_port();
 	int fd;
 
 	need_tool(tool);
