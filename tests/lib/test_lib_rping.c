@@ -5,7 +5,8 @@
  * validation and larger buffers, the self-created QP path -q that uses
  * rdma_init_qp_attr + rdma_establish, and RoCE), ucmatose with several
  * connections, rdma_server / rdma_client (synchronous endpoints),
- * cmtime -c 100, udaddy (UD over SIDR; several connections, the IPoIB port
+ * rdma_xserver / rdma_xclient (RC), cmtime -c 100 (each of these on IB
+ * and RoCE), udaddy (UD over SIDR; several connections, the IPoIB port
  * space, RoCE) and mckey (multicast: receiver on node 2, sender on node 1;
  * send-only join, the IPoIB port space, RoCE). Each pair must exit 0
  * (cmtime's server never exits: it is stopped once the client is done).
@@ -192,6 +193,31 @@ Test(utils, rdma_xserver_rdma_xclient_rc)
 Test(utils, cmtime_100)
 {
 	char *out = pair("ib", "cmtime", "cmtime -c 100", "cmtime -s 127.10.0.2 -c 100", 0);
+
+	cr_expect(strstr(out, "connect"), "%s", out);
+	cr_expect(strstr(out, "disconnect"), "%s", out);
+	free(out);
+}
+
+Test(utils, rdma_server_rdma_client_roce)
+{
+	char *out = pair("roce", "rdma_client", "rdma_server", "rdma_client -s 127.10.0.2", 1);
+
+	cr_expect(strstr(out, "rdma_client: end 0"), "%s", out);
+	free(out);
+}
+
+Test(utils, rdma_xserver_rdma_xclient_rc_roce)
+{
+	char *out = pair("roce", "rdma_xclient", "rdma_xserver", "rdma_xclient -s 127.10.0.2", 1);
+
+	cr_expect(strstr(out, "rdma_xclient: end 0"), "%s", out);
+	free(out);
+}
+
+Test(utils, cmtime_100_roce)
+{
+	char *out = pair("roce", "cmtime", "cmtime -c 100", "cmtime -s 127.10.0.2 -c 100", 0);
 
 	cr_expect(strstr(out, "connect"), "%s", out);
 	cr_expect(strstr(out, "disconnect"), "%s", out);
