@@ -108,9 +108,11 @@ void cma_listen_release(struct cma_id *id)
 	id->nsvcs = 0;
 }
 
-/* Tears an id down without waiting for acks: for ids the user never saw and
- * for the last step of rdma_destroy_id. */
-void cma_id_free_locked(struct cma_id *id)
+/* Lets go of everything an id holds in the protocol: its route, listener,
+ * multicast groups (as the kernel on destroy: left; the QP is the user's and
+ * stays attached until it is destroyed), its CM connection (the engine
+ * finishes it alone) and its queued events. Idempotent. */
+static void cma_id_detach_locked(struct cma_id *id)
 {
 	id->destroying = 1;
 	cma_route_forget(id);
@@ -123,6 +125,13 @@ void cma_id_free_locked(struct cma_id *id)
 		cma_kick();
 	}
 	cma_purge_events(id);
+}
+
+/* Tears an id down without waiting for acks: for ids the user never saw and
+ * for the last step of rdma_destroy_id. */
+void cma_id_free_locked(struct cma_id *id)
+{
+	cma_id_detach_locked(id);
 	for (struct cma_id **pp = &g.ids; *pp; pp = &(*pp)->next)
 		if (*pp == id) {
 			*pp = id->next;
@@ -147,19 +156,7 @@ CMA_EXPORT int rdma_destroy_id(struct rdma_cm_id *cm_id)
 		id->id.event = NULL;
 	}
 	pthread_mutex_lock(&g.lock);
-	id->destroying = 1;
-	cma_route_forget(id);
-	cma_listen_release(id);
-	/* As the kernel on destroy: the id's multicast groups are left (the QP
-	 * is the user's: it stays attached until it is destroyed). */
-	cma_mc_leave_all(id);
-	if (id->conn) {
-		cmp_conn_destroy(id->port->eng, id->conn, cma_now());
-		id->conn = NULL;
-		cma_port_flush(id->port);
-		cma_kick();
-	}
-	cma_purge_events(id);
+	cma_id_detach_locked(id);
 	/* rdma_destroy_id(3): blocks until the events handed out are acked. */
 	while (id->events_out)
 		pthread_cond_wait(&g.cond, &g.lock);
