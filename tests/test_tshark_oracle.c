@@ -150,6 +150,7 @@
 
 #include "cm_proto/cmp_cm.h"
 #include "cm_proto/cmp_cma.h"
+#include "tests/test_fixtures.h"
 #include "umad/um_pcap.h"
 #include "umad/um_sa.h"
 
@@ -159,36 +160,14 @@ static char tmpdir[64];
 
 static void remove_tmpdir(void)
 {
-	DIR *d;
-	struct dirent *e;
-	char p[512];
-
-	if (!tmpdir[0] || !(d = opendir(tmpdir)))
-		return;
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", tmpdir, e->d_name);
-		unlink(p);
-	}
-	closedir(d);
-	rmdir(tmpdir);
+	tf_remove(tmpdir);
 }
 
 TestSuite(tshark_oracle, .fini = remove_tmpdir);
 
 static const char *tpath(const char *name)
 {
-	static char bufs[4][256];
-	static int k;
-	char *b = bufs[k++ & 3];
-
-	if (!tmpdir[0]) {
-		snprintf(tmpdir, sizeof(tmpdir), "/tmp/uscm_oracle_XXXXXX");
-		cr_assert_not_null(mkdtemp(tmpdir), "mkdtemp: %s", strerror(errno));
-	}
-	snprintf(b, 256, "%s/%s", tmpdir, name);
-	return b;
+	return tf_path(tmpdir, "uscm_oracle_", name);
 }
 
 static int have_tshark(void)

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tests/test_fixtures.h"
 #include "umad/um_pcap.h"
 
 /* ---- fixtures and helpers ---------------------------------------------- */
@@ -20,37 +21,14 @@ static char tmpdir[64];
 
 static void remove_tmpdir(void)
 {
-	DIR *d;
-	struct dirent *e;
-	char p[512];
-
-	if (!tmpdir[0] || !(d = opendir(tmpdir)))
-		return;
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", tmpdir, e->d_name);
-		unlink(p);
-	}
-	closedir(d);
-	rmdir(tmpdir);
+	tf_remove(tmpdir);
 }
 
 TestSuite(um_pcap, .fini = remove_tmpdir);
 
 static const char *tpath(const char *name)
 {
-	static char bufs[4][256];
-	static int k;
-	char *b = bufs[k++ & 3];
-
-	if (!tmpdir[0]) {
-		snprintf(tmpdir, sizeof(tmpdir), "/tmp/um_pcap_XXXXXX");
-		cr_assert_not_null(mkdtemp(tmpdir), "mkdtemp: %s", strerror(errno));
-	}
-
-	snprintf(b, 256, "%s/%s", tmpdir, name);
-	return b;
+	return tf_path(tmpdir, "um_pcap_", name);
 }
 
 static uint8_t *slurp(const char *path, size_t *len)

@@ -19,6 +19,8 @@
 
 #include <rdma/rdma_cma.h>
 
+#include "tests/test_fixtures.h"
+
 static inline const char *lt_bin(void)
 {
 	const char *b = getenv("USCM_BIN_DIR");
@@ -44,37 +46,13 @@ static inline uint64_t lt_now_ms(void)
 static inline int lt_sh(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static inline int lt_sh(char **out, const char *fmt, ...)
 {
-	char cmd[8192];
 	va_list ap;
-	FILE *fp;
-	size_t n = 0, cap = 0;
-	char *buf = NULL;
 	int st;
 
 	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	st = tf_vsh(out, fmt, ap);
 	va_end(ap);
-	fp = popen(cmd, "r");
-	if (!fp)
-		return -1;
-	for (;;) {
-		if (n + 4096 + 1 > cap) {
-			cap = cap ? cap * 2 : 8192;
-			buf = realloc(buf, cap);
-		}
-		size_t k = fread(buf + n, 1, cap - n - 1, fp);
-		if (k == 0)
-			break;
-		n += k;
-	}
-	if (buf)
-		buf[n] = 0;
-	st = pclose(fp);
-	if (out)
-		*out = buf ? buf : strdup("");
-	else
-		free(buf);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return st;
 }
 
 static inline int lt_have_sim(void)

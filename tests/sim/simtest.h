@@ -5,6 +5,7 @@
 #define USCM_SIMTEST_H
 
 #include "simf.h"
+#include "tests/test_fixtures.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -76,37 +77,13 @@ static inline ssize_t st_recv(struct simf *f, int fd, void *buf, size_t cap, int
 static inline int st_sh(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static inline int st_sh(char **out, const char *fmt, ...)
 {
-	char cmd[4096];
 	va_list ap;
-	FILE *fp;
-	size_t n = 0, cap = 0;
-	char *buf = NULL;
 	int st;
 
 	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	st = tf_vsh(out, fmt, ap);
 	va_end(ap);
-	fp = popen(cmd, "r");
-	if (!fp)
-		return -1;
-	for (;;) {
-		if (n + 4096 + 1 > cap) {
-			cap = cap ? cap * 2 : 8192;
-			buf = realloc(buf, cap);
-		}
-		size_t k = fread(buf + n, 1, cap - n - 1, fp);
-		if (k == 0)
-			break;
-		n += k;
-	}
-	if (buf)
-		buf[n] = 0;
-	st = pclose(fp);
-	if (out)
-		*out = buf ? buf : strdup("");
-	else
-		free(buf);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return st;
 }
 
 static inline const char *st_bin(void)

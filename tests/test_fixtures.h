@@ -1,0 +1,87 @@
+/*
+ * test_fixtures.h - small helpers several test suites share: running a
+ * shell command and collecting its output, and a per-test scratch directory.
+ */
+#ifndef USCM_TEST_FIXTURES_H
+#define USCM_TEST_FIXTURES_H
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Runs the printf-formatted shell command; returns its exit status (or -1).
+ * Its standard output goes to *out (malloc'd) when out is not NULL. */
+static inline int tf_vsh(char **out, const char *fmt, va_list ap)
+{
+	char cmd[8192];
+	FILE *fp;
+	size_t n = 0, cap = 0;
+	char *buf = NULL;
+	int st;
+
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	fp = popen(cmd, "r");
+	if (!fp)
+		return -1;
+	for (;;) {
+		if (n + 4096 + 1 > cap) {
+			cap = cap ? cap * 2 : 8192;
+			buf = realloc(buf, cap);
+		}
+		size_t k = fread(buf + n, 1, cap - n - 1, fp);
+		if (k == 0)
+			break;
+		n += k;
+	}
+	if (buf)
+		buf[n] = 0;
+	st = pclose(fp);
+	if (out)
+		*out = buf ? buf : strdup("");
+	else
+		free(buf);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A scratch directory made on first use (tf_path) under /tmp/<prefix>XXXXXX
+ * and removed, files included, by tf_remove (a suite's .fini). */
+static inline void tf_remove(char dir[64])
+{
+	DIR *d;
+	struct dirent *e;
+	char p[512];
+
+	if (!dir[0] || !(d = opendir(dir)))
+		return;
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+		unlink(p);
+	}
+	closedir(d);
+	rmdir(dir);
+}
+
+/* dir/name, in one of four rotating static buffers. */
+static inline const char *tf_path(char dir[64], const char *prefix, const char *name)
+{
+	static char bufs[4][256];
+	static int k;
+	char *b = bufs[k++ & 3];
+
+	if (!dir[0]) {
+		snprintf(dir, 64, "/tmp/%sXXXXXX", prefix);
+		cr_assert_not_null(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+	}
+	snprintf(b, 256, "%s/%s", dir, name);
+	return b;
+}
+
+#endif
