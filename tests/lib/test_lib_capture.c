@@ -187,14 +187,16 @@ static void check_capture(const char *link)
 
 		cr_expect_eq(tshark_count(f, "_ws.malformed", ""), 0, "malformed frames in %s", f);
 		cr_expect_eq(tshark_count(f, "_ws.expert", ""), 0, "expert info in %s", f);
-		cr_expect_eq(tshark_count(f, NULL, "CM: ConnectRequest"), 1, "%s", f);
-		cr_expect_eq(tshark_count(f, NULL, "CM: ConnectReply"), 1, "%s", f);
-		cr_expect_eq(tshark_count(f, NULL, "CM: ReadyToUse"), 1, "%s", f);
-		cr_expect_eq(tshark_count(f, NULL, "CM: DisconnectRequest"), 1, "%s", f);
+		/* At least once: a slow peer (sanitizers, a loaded machine) can
+		 * make a REQ or REP be resent. */
+		cr_expect_geq(tshark_count(f, NULL, "CM: ConnectRequest"), 1, "%s", f);
+		cr_expect_geq(tshark_count(f, NULL, "CM: ConnectReply"), 1, "%s", f);
+		cr_expect_geq(tshark_count(f, NULL, "CM: ReadyToUse"), 1, "%s", f);
+		cr_expect_geq(tshark_count(f, NULL, "CM: DisconnectRequest"), 1, "%s", f);
 		if (ib && !i)
-			cr_expect_eq(tshark_count(f, NULL, "SubnAdmGetResp(PathRecord)"), 1, "%s", f);
+			cr_expect_geq(tshark_count(f, NULL, "SubnAdmGetResp(PathRecord)"), 1, "%s", f);
 	}
-	cr_expect_eq(tshark_count("server.pcap", NULL, "CM: DisconnectReply"), 1);
+	cr_expect_geq(tshark_count("server.pcap", NULL, "CM: DisconnectReply"), 1);
 }
 
 Test(capture, rping_ib)
