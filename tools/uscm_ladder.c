@@ -904,9 +904,11 @@ static int svg_group(const struct ladder *l, const struct ladder_group *g, unsig
 				     "stroke=\"%s\" marker-end=\"url(#ah%u)\"/>\n",
 				x->malformed ? " malformed" : x->retry ? " retry" : "", xa, ya,
 				xb > xa ? xb - 2 : xb + 2, ya, arrow_color(x), arrow_kind(x));
-		int cx = xa == xb ? xa + 60 : (xa + xb) / 2;
+		/* Labels start just right of the arrow's left end: long field
+		 * lists run on to the right, never into the time axis. */
+		int cx = (xa < xb ? xa : xb) + (xa == xb ? 50 : 12);
 		markers(x, mk, sizeof(mk));
-		fprintf(out, "<text class=\"msg\" x=\"%d\" y=\"%d\" fill=\"%s\">", cx, ya - 18,
+		fprintf(out, "<text class=\"msg\" x=\"%d\" y=\"%d\" style=\"fill:%s\">", cx, ya - 18,
 			arrow_color(x));
 		xml_text(out, x->name);
 		if (mk[0]) {
@@ -935,7 +937,7 @@ void ladder_svg(const struct ladder *l, FILE *out)
 	}
 	if (!l->ngroups)
 		height += 30;
-	int width = S_LEFT + 110 + (int)(maxlanes - 1) * S_LANE + 330;
+	int width = S_LEFT + 110 + (int)(maxlanes - 1) * S_LANE + 480;
 
 	fprintf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 		     "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
@@ -959,8 +961,8 @@ void ladder_svg(const struct ladder *l, FILE *out)
 	      ".arrow { stroke-width: 2; fill: none; }\n"
 	      ".arrow.retry { stroke-dasharray: 8 3; }\n"
 	      ".arrow.malformed { stroke-dasharray: 2 3; }\n"
-	      ".msg { text-anchor: middle; font-weight: bold; }\n"
-	      ".fields { text-anchor: middle; font-size: 10px; fill: #333; }\n"
+	      ".msg { font-weight: bold; }\n"
+	      ".fields { font-size: 10px; fill: #333; }\n"
 	      ".gap { stroke: #b00; stroke-dasharray: 4 4; }\n"
 	      ".gaptext { text-anchor: middle; font-size: 11px; fill: #b00; font-style: italic; }\n"
 	      "</style>\n"
