@@ -177,6 +177,15 @@ static void check_capture(const char *link)
 	free(cli);
 	free(srv);
 
+	/* The server's ladder: one connection, every request answered. */
+	cr_assert_eq(lt_sh(&srv, "%s/uscm-decode --ladder %s/server.pcap", lt_bin(), lt_dir), 0);
+	cr_expect(strstr(srv, " in 1 group; ") && strstr(srv, " 0 malformed, 0 unanswered"), "%s",
+		  srv);
+	cr_expect(strstr(srv, "== 1. connection: comm IDs "), "%s", srv);
+	if (!ib)
+		cr_expect(strstr(srv, "127.10.0.1              127.10.0.2"), "lanes:\n%s", srv);
+	free(srv);
+
 	/* tshark: every frame dissected, nothing malformed, no expert info. */
 	need("tshark");
 	for (int i = 0; i < 2; i++) {
