@@ -170,7 +170,7 @@ static void check_in_chromium(const char *svgpath, int mads)
 
 	/* 1. A screenshot of the SVG itself. */
 	snprintf(png, sizeof(png), "%s/ladder.png", lt_dir);
-	lt_sh(&out, "timeout 60 chromium --headless=new --no-sandbox --disable-gpu --hide-scrollbars"
+	lt_sh(&out, "timeout 60 chromium --headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage --hide-scrollbars"
 		    " --user-data-dir=%s/chrome --screenshot=%s --window-size=%ld,%ld file://%s 2>&1",
 	      lt_dir, png, width, height, svgpath);
 	{
@@ -197,7 +197,7 @@ static void check_in_chromium(const char *svgpath, int mads)
 	fputs(page_tail, f);
 	fclose(f);
 	free(b64);
-	cr_assert_eq(lt_sh(&out, "timeout 60 chromium --headless=new --no-sandbox --disable-gpu"
+	cr_assert_eq(lt_sh(&out, "timeout 60 chromium --headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage"
 				 " --user-data-dir=%s/chrome --virtual-time-budget=10000"
 				 " --dump-dom file://%s 2>/dev/null", lt_dir, html),
 		     0, "chromium --dump-dom failed or timed out");
