@@ -100,6 +100,8 @@ void cma_port_refresh(struct cma_port *p)
 			k = i ? 0 : htobe16(0xFFFF);
 		p->pkeys[i] = be16toh(k);
 	}
+	if (p->um) /* USCM_PCAP frames MADs with these */
+		um_port_set_tables(p->um, (const uint8_t *)p->gids, p->ngids, p->pkeys, p->npkeys);
 }
 
 static int open_devices(void)
@@ -395,6 +397,7 @@ int cma_port_open(struct cma_port *p)
 		errno = e;
 		return -1;
 	}
+	um_port_set_tables(p->um, (const uint8_t *)p->gids, p->ngids, p->pkeys, p->npkeys);
 	s = g.settings;
 	s.local_ca_guid = p->dev->guid;
 	s.local_ca_ack_delay = p->dev->attr.local_ca_ack_delay;

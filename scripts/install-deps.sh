@@ -10,6 +10,7 @@ PKGS=(
   libcriterion-dev              # unit tests
   tshark                        # the independent decoding oracle
   infiniband-diags ibverbs-utils rdmacm-utils  # unmodified clients run on sim/
+  chromium                      # renders uscm-decode's ladder SVG in a test (headless)
 )
 
 missing=()

@@ -1,13 +1,16 @@
 /*
  * uscm-decode - print the MADs of a pcap trace (RoCEv2 over Ethernet, or
  * native IB in ERF records as ibdump writes them): one summary line per MAD,
- * every field with -v, JSON Lines with --json. Frames that are not MADs are
+ * every field with -v, JSON Lines with --json, or ladder (sequence) diagrams
+ * per connection with --ladder (text) / --ladder-svg OUT.svg (SVG; see
+ * tools/uscm_ladder.h and docs/capture.md). Frames that are not MADs are
  * skipped and counted.
  *
  * Exit status: 0 when the whole file was read, 1 when it is truncated or
  * corrupt (everything before the break is still printed), 2 on bad usage.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,21 +20,31 @@
 #include "cm_proto/cmp_cm.h"
 #include "cm_proto/cmp_cma.h"
 #include "umad/um_pcap.h"
+#include "tools/uscm_ladder.h"
 #include "umad/um_sa.h"
 
 struct opts {
 	int verbose;
 	int json;
 	int abs_time;
+	int ladder;             /* --ladder: text diagram instead of the list */
+	const char *ladder_svg; /* --ladder-svg FILE ("-": stdout) */
+	double gap_ms;          /* --gap MS */
 };
 
 static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: uscm-decode [-v] [--json] [--abs-time] FILE.pcap\n"
-		"  -v, --verbose  every field of every MAD, with diagnostics\n"
-		"  --json         one JSON object per MAD (JSON Lines)\n"
-		"  --abs-time     absolute time stamps instead of seconds since the first MAD\n");
+		"       uscm-decode [--ladder] [--ladder-svg OUT.svg] [--gap MS] [--abs-time] FILE.pcap\n"
+		"  -v, --verbose     every field of every MAD, with diagnostics\n"
+		"  --json            one JSON object per MAD (JSON Lines)\n"
+		"  --abs-time        absolute time stamps instead of seconds since the first MAD\n"
+		"  --ladder          a ladder (sequence) diagram per connection / SIDR / SA\n"
+		"                    transaction, as text, instead of the MAD list\n"
+		"  --ladder-svg OUT  the same diagrams as SVG into OUT (\"-\": stdout)\n"
+		"  --gap MS          mark gaps >= MS between a group's MADs (default: the\n"
+		"                    connection's CM response timeout, else 100 ms)\n");
 }
 
 static int is_v4mapped(const uint8_t g[16])
@@ -263,12 +276,73 @@ static enum mad_verdict print_mad(const struct um_pcap_mad *p, double t, const s
 	return verdict;
 }
 
+/* --ladder / --ladder-svg: read everything, then draw. Exit status as for
+ * the list (1: the file is truncated or corrupt; what was read is drawn). */
+static int ladder_main(const char *path, const struct opts *o)
+{
+	struct um_pcap_reader *r;
+	struct um_pcap_mad p;
+	struct ladder *l;
+	char err[256];
+	int rc, st = 0;
+
+	r = um_pcap_open_read(path, err, sizeof(err));
+	if (!r) {
+		fprintf(stderr, "uscm-decode: %s\n", err);
+		return 1;
+	}
+	l = ladder_new((uint64_t)(o->gap_ms * 1e6), o->abs_time);
+	if (!l) {
+		um_pcap_close_read(r);
+		fprintf(stderr, "uscm-decode: out of memory\n");
+		return 1;
+	}
+	while ((rc = um_pcap_next(r, &p)) == 1) {
+		if (ladder_add(l, &p) < 0) {
+			fprintf(stderr, "uscm-decode: out of memory\n");
+			st = 1;
+			break;
+		}
+	}
+	if (rc < 0) {
+		fprintf(stderr, "uscm-decode: %s\n", um_pcap_error(r));
+		st = 1;
+	}
+	if (ladder_build(l) < 0) {
+		fprintf(stderr, "uscm-decode: out of memory\n");
+		st = 1;
+	} else {
+		if (o->ladder)
+			ladder_text(l, stdout);
+		if (o->ladder_svg) {
+			FILE *f = strcmp(o->ladder_svg, "-") ? fopen(o->ladder_svg, "w") : stdout;
+
+			if (!f) {
+				fprintf(stderr, "uscm-decode: %s: %s\n", o->ladder_svg, strerror(errno));
+				st = 1;
+			} else {
+				ladder_svg(l, f);
+				if ((f != stdout && fclose(f) != 0) || (f == stdout && fflush(f) != 0)) {
+					fprintf(stderr, "uscm-decode: %s: write error\n", o->ladder_svg);
+					st = 1;
+				}
+			}
+		}
+	}
+	ladder_free(l);
+	um_pcap_close_read(r);
+	return st;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lopts[] = {
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "abs-time", no_argument, NULL, 'a' },
+		{ "ladder", no_argument, NULL, 'L' },
+		{ "ladder-svg", required_argument, NULL, 'S' },
+		{ "gap", required_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -285,14 +359,27 @@ int main(int argc, char **argv)
 		case 'v': o.verbose = 1; break;
 		case 'j': o.json = 1; break;
 		case 'a': o.abs_time = 1; break;
+		case 'L': o.ladder = 1; break;
+		case 'S': o.ladder_svg = optarg; break;
+		case 'g': {
+			char *end;
+			o.gap_ms = strtod(optarg, &end);
+			if (*end || !(o.gap_ms > 0)) {
+				fprintf(stderr, "uscm-decode: --gap wants a positive number of ms\n");
+				return 2;
+			}
+			break;
+		}
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (optind != argc - 1) {
+	if (optind != argc - 1 || ((o.ladder || o.ladder_svg) && (o.json || o.verbose))) {
 		usage(stderr);
 		return 2;
 	}
+	if (o.ladder || o.ladder_svg)
+		return ladder_main(argv[optind], &o);
 	r = um_pcap_open_read(argv[optind], err, sizeof(err));
 	if (!r) {
 		fprintf(stderr, "uscm-decode: %s\n", err);

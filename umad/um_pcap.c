@@ -8,11 +8,13 @@
 #include "umad/um_pcap.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CMP_ROW_TYPE struct um_erf_hdr
 static const struct cmp_field erf_rows[] = { CMP_TABLE_ROWS(UM_ERF_HDR_FIELDS) };
@@ -79,7 +81,7 @@ static void erf_ts_put(uint8_t p[8], uint64_t ts_ns)
 /* ---- writer ------------------------------------------------------------ */
 
 struct um_pcap_writer {
-	FILE *f;
+	int fd; /* written with one write(2) per record: no stdio buffer to lose */
 	int linktype;
 	int failed; /* errno of the first failure, 0 if none */
 };
@@ -90,6 +92,26 @@ static int wfail(struct um_pcap_writer *w, int e)
 		w->failed = e ? e : EIO;
 	errno = w->failed;
 	return -1;
+}
+
+/* One write(2) for the whole buffer (a regular file takes it at once; the
+ * loop only covers a signal or a full disk cutting it short). */
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t k = write(fd, p, n);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			if (k == 0)
+				errno = ENOSPC;
+			return -1;
+		}
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
 }
 
 struct um_pcap_writer *um_pcap_open_write(const char *path, int linktype)
@@ -104,8 +126,8 @@ struct um_pcap_writer *um_pcap_open_write(const char *path, int linktype)
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return NULL;
-	w->f = fopen(path, "wb");
-	if (!w->f) {
+	w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (w->fd < 0) {
 		int e = errno;
 		free(w);
 		errno = e;
@@ -119,9 +141,9 @@ struct um_pcap_writer *um_pcap_open_write(const char *path, int linktype)
 	put32(h + 12, 0, 0); /* sigfigs */
 	put32(h + 16, UM_PCAP_SNAPLEN, 0);
 	put32(h + 20, (uint32_t)linktype, 0);
-	if (fwrite(h, sizeof(h), 1, w->f) != 1 || fflush(w->f) != 0) {
+	if (write_all(w->fd, h, sizeof(h)) < 0) {
 		int e = errno ? errno : EIO;
-		fclose(w->f);
+		close(w->fd);
 		free(w);
 		errno = e;
 		return NULL;
@@ -154,9 +176,7 @@ static int write_record(struct um_pcap_writer *w, uint64_t ts_ns, const uint8_t 
 		memcpy(buf + PCAP_REC_HDR_LEN + erflen, data, len);
 	if (tlen)
 		memcpy(buf + PCAP_REC_HDR_LEN + erflen + len, trailer, tlen);
-	if (fwrite(buf, PCAP_REC_HDR_LEN + caplen, 1, w->f) != 1)
-		return wfail(w, errno);
-	if (fflush(w->f) != 0)
+	if (write_all(w->fd, buf, PCAP_REC_HDR_LEN + caplen) < 0)
 		return wfail(w, errno);
 	return 0;
 }
@@ -236,7 +256,7 @@ int um_pcap_close_write(struct um_pcap_writer *w)
 		rc = -1;
 		e = w->failed;
 	}
-	if (fclose(w->f) != 0 && !rc) {
+	if (close(w->fd) != 0 && !rc) {
 		rc = -1;
 		e = errno;
 	}

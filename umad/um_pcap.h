@@ -2,8 +2,9 @@
  * um_pcap.h - libpcap-format trace files of MADs.
  *
  * Writer: nanosecond pcap (magic 0xA1B23C4D, version 2.4, snaplen 65535),
- * written little-endian, flushed after every record so that a crash leaves
- * a file readable up to the last complete record. Link types:
+ * written little-endian, one write(2) per record (no stdio buffer), so
+ * that a crash leaves a file readable up to the last complete record. Not
+ * thread-safe: callers serialise (um_capture does). Link types:
  *   1   (Ethernet)  RoCEv2 frames, as um_frame_build() makes them;
  *   197 (ERF)       each record is a 16-byte ERF header followed by the
  *                   packet: type 21 (InfiniBand, LRH..VCRC, no padding) for

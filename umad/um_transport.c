@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "umad/um_capture.h"
 #include "umad/um_transport.h"
 
 #define CM_CLASS 0x07
@@ -26,6 +27,10 @@ struct um_port {
 	void *txbuf;                 /* umad_size() + 256 */
 	void *rxbuf;
 	size_t rxcap;                /* MAD bytes rxbuf holds */
+	uint8_t *gids;               /* for USCM_PCAP: GID and P_Key tables */
+	int ngids;
+	uint16_t *pkeys;
+	int npkeys;
 };
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -109,6 +114,7 @@ int um_port_open(const char *ca_name, int port_num, unsigned agents, struct um_p
 		set_err(err, errlen, "libibumad: no port %s:%d (%s)", ca_name, port_num, strerror(e));
 		goto fail;
 	}
+	um_capture_init(p->info.roce);
 	p->portid = umad_open_port(ca_name, port_num);
 	if (p->portid < 0) {
 		e = -p->portid > 0 ? -p->portid : ENODEV;
@@ -167,7 +173,47 @@ void um_port_close(struct um_port *p)
 	}
 	free(p->txbuf);
 	free(p->rxbuf);
+	free(p->gids);
+	free(p->pkeys);
 	free(p);
+}
+
+int um_port_set_tables(struct um_port *p, const uint8_t *gids, int ngids, const uint16_t *pkeys,
+		       int npkeys)
+{
+	uint8_t *g = NULL;
+	uint16_t *k = NULL;
+
+	if (ngids > 0 && !(g = malloc((size_t)ngids * 16)))
+		return -1;
+	if (npkeys > 0 && !(k = malloc((size_t)npkeys * sizeof(*k)))) {
+		free(g);
+		return -1;
+	}
+	if (g)
+		memcpy(g, gids, (size_t)ngids * 16);
+	if (k)
+		memcpy(k, pkeys, (size_t)npkeys * sizeof(*k));
+	free(p->gids);
+	free(p->pkeys);
+	p->gids = g;
+	p->ngids = g ? ngids : 0;
+	p->pkeys = k;
+	p->npkeys = k ? npkeys : 0;
+	return 0;
+}
+
+/* Our end of the port for um_capture. */
+static void capture_local(const struct um_port *p, struct um_capture_local *l)
+{
+	l->lid = p->info.lid;
+	l->roce = p->info.roce;
+	l->gids = p->gids;
+	l->ngids = p->ngids;
+	l->pkeys = p->pkeys;
+	l->npkeys = p->npkeys;
+	l->gid_prefix = p->info.gid_prefix;
+	l->port_guid = p->info.port_guid;
 }
 
 int um_port_fd(const struct um_port *p)
@@ -231,7 +277,15 @@ int um_port_send_cm(struct um_port *p, const struct cmp_addr *dst, const uint8_t
 		umad_set_grh(p->txbuf, NULL);
 	}
 	umad_set_pkey(p->txbuf, dst->pkey_index);
-	return send_common(p, p->agent[UM_AGENT_CM], mad, 0, 0);
+	if (send_common(p, p->agent[UM_AGENT_CM], mad, 0, 0) < 0)
+		return -1;
+	if (um_capture_active()) {
+		struct um_capture_local l;
+
+		capture_local(p, &l);
+		um_capture_tx(&l, dst, mad);
+	}
+	return 0;
 }
 
 int um_port_send_sa(struct um_port *p, const uint8_t mad[CMP_MAD_SIZE], int timeout_ms,
@@ -249,7 +303,17 @@ int um_port_send_sa(struct um_port *p, const uint8_t mad[CMP_MAD_SIZE], int time
 	umad_set_addr(p->txbuf, p->info.sm_lid, 1, p->info.sm_sl, (int)UM_QKEY_GSI);
 	umad_set_grh(p->txbuf, NULL);
 	umad_set_pkey(p->txbuf, 0);
-	return send_common(p, p->agent[UM_AGENT_SA], mad, timeout_ms, retries);
+	if (send_common(p, p->agent[UM_AGENT_SA], mad, timeout_ms, retries) < 0)
+		return -1;
+	if (um_capture_active()) {
+		struct um_capture_local l;
+		struct cmp_addr sm = { .lid = p->info.sm_lid, .sl = p->info.sm_sl, .qpn = 1,
+				       .qkey = UM_QKEY_GSI };
+
+		capture_local(p, &l);
+		um_capture_tx(&l, &sm, mad);
+	}
+	return 0;
 }
 
 void um_addr_from_umad(struct cmp_addr *a, const ib_mad_addr_t *m)
@@ -313,6 +377,12 @@ int um_port_recv(struct um_port *p, struct um_rx *rx)
 		/* A timeout record carries (at least) the MAD header. */
 		if (rx->len < CMP_MAD_HDR_SIZE)
 			continue;
+		if (!rx->status && rx->len >= CMP_MAD_SIZE && um_capture_active()) {
+			struct um_capture_local l;
+
+			capture_local(p, &l);
+			um_capture_rx(&l, &rx->src, rx->mad);
+		}
 		return 1;
 	}
 }

@@ -65,6 +65,12 @@ int um_port_open(const char *ca_name, int port_num, unsigned agents, struct um_p
 		 char *err, size_t errlen);
 void um_port_close(struct um_port *p);
 
+/* Copies the port's GID table (ngids x 16 bytes) and P_Key table (host
+ * order) for the frames USCM_PCAP records (um_capture.h); without them the
+ * capture uses GID 0 = prefix:GUID and P_Key 0xFFFF. 0, or -1 (ENOMEM). */
+int um_port_set_tables(struct um_port *p, const uint8_t *gids, int ngids, const uint16_t *pkeys,
+		       int npkeys);
+
 /* The descriptor to poll for POLLIN (a MAD or a send timeout is waiting). */
 int um_port_fd(const struct um_port *p);
 const struct um_port_info *um_port_info(const struct um_port *p);

@@ -1,0 +1,306 @@
+/*
+ * USCM_PCAP=FILE in the library (umad/um_capture.c), with unmodified Debian
+ * rdmacm-utils binaries over build/lib on the simulated fabric: an rping
+ * connection with a capture file on each side, on IB and on RoCE, checked
+ * by uscm-decode and tshark (REQ/REP/RTU/DREQ/DREP, and the SA PathRecord
+ * on IB, each in the direction it really went; 0 malformed, 0 bad ICRC);
+ * a file that cannot be created (one stderr line, the run unchanged); and
+ * a crash: processes connecting in a loop are SIGKILLed mid-run and their
+ * files must still read cleanly to the last record.
+ */
+#include "libtest.h"
+
+TestSuite(capture, .fini = lt_fini, .timeout = 180);
+
+/* Library and fabric for the unmodified binaries (as test_lib_rping.c). */
+static const char *env_prefix(void)
+{
+	static char buf[4096];
+	char *asan = NULL, *ubsan = NULL;
+
+	snprintf(buf, sizeof(buf),
+		 "LD_LIBRARY_PATH='%s/lib:%s/sim/lib' USCM_SIM_DIR='%s' USCM_CM_RESPONSE_TIMEOUT=14",
+		 lt_build(), lt_build(), getenv("USCM_SIM_DIR"));
+#ifdef USCM_SANITIZED
+	lt_sh(&asan, "gcc -print-file-name=libasan.so | tr -d '\\n'");
+	lt_sh(&ubsan, "gcc -print-file-name=libubsan.so | tr -d '\\n'");
+	size_t n = strlen(buf);
+	snprintf(buf + n, sizeof(buf) - n, " LD_PRELOAD='%s %s' ASAN_OPTIONS=detect_leaks=0", asan,
+		 ubsan);
+#endif
+	free(asan);
+	free(ubsan);
+	return buf;
+}
+
+static void need(const char *bin)
+{
+	if (lt_sh(NULL, "command -v %s >/dev/null", bin) != 0)
+		cr_skip_test("%s is not installed (Debian rdmacm-utils / tshark)", bin);
+}
+
+/* rping server on node 2 (background) and client on node 1, each with
+ * USCM_PCAP; the client is retried while the server is not listening yet. */
+static void rping_captured(const char *link)
+{
+	char *out = NULL, *rc = NULL;
+	int st = -1;
+
+	need("rping");
+	lt_fabric_start(link, 2);
+	cr_assert_eq(lt_sh(NULL,
+			   "(USCM_SIM_NODE=node2 USCM_PCAP=%s/server.pcap %s timeout 60 rping -s -C 3"
+			   " >%s/server.out 2>&1; echo $? >%s/server.rc) >/dev/null 2>&1 &",
+			   lt_dir, env_prefix(), lt_dir, lt_dir),
+		     0);
+	for (int i = 0; i < 50; i++) {
+		free(out);
+		st = lt_sh(&out, "USCM_SIM_NODE=node1 USCM_PCAP=%s/client.pcap %s timeout 60 rping -c"
+				 " -a 127.10.0.2 -v -C 3 2>&1", lt_dir, env_prefix());
+		if (st == 0 || !strstr(out, "REJECTED"))
+			break;
+		usleep(100 * 1000);
+	}
+	cr_assert_eq(st, 0, "rping -c exited %d:\n%s", st, out);
+	free(out);
+	for (int i = 0; i < 100; i++) {
+		free(rc);
+		rc = NULL;
+		if (lt_sh(&rc, "cat %s/server.rc 2>/dev/null", lt_dir) == 0 && rc[0])
+			break;
+		usleep(100 * 1000);
+	}
+	cr_assert(rc && rc[0] == '0', "rping -s exited %s", rc ? rc : "?");
+	free(rc);
+}
+
+/* uscm-decode's output for a file (asserting a clean read). */
+static char *decode(const char *file)
+{
+	char *out = NULL;
+
+	cr_assert_eq(lt_sh(&out, "%s/uscm-decode %s/%s 2>&1", lt_bin(), lt_dir, file), 0,
+		     "uscm-decode %s:\n%s", file, out);
+	cr_assert(strstr(out, " 0 malformed, 0 bad ICRC; 0 malformed MADs"), "%s:\n%s", file, out);
+	cr_assert(!strstr(out, "[malformed") && !strstr(out, "[bad ICRC]"), "%s", out);
+	return out;
+}
+
+/* The source endpoint of the last line of `out` showing `what` (e.g.
+ * "Send REQ("): the text between the time and " -> ". "" if none. */
+static const char *src_of(const char *out, const char *what, char *buf, size_t len)
+{
+	const char *hit = NULL, *p, *ls, *arrow;
+	size_t n;
+
+	buf[0] = 0;
+	for (p = out; (p = strstr(p, what)); p++)
+		hit = p;
+	if (!hit)
+		return buf;
+	for (ls = hit; ls > out && ls[-1] != '\n'; ls--)
+		;
+	while (*ls == ' ')
+		ls++;
+	ls = strchr(ls, ' '); /* after the frame number */
+	while (ls && *ls == ' ')
+		ls++;
+	ls = ls ? strchr(ls, ' ') : NULL; /* after the time */
+	if (!ls || !(arrow = strstr(ls, " -> ")) || arrow > hit)
+		return buf;
+	ls++;
+	n = (size_t)(arrow - ls) < len - 1 ? (size_t)(arrow - ls) : len - 1;
+	memcpy(buf, ls, n);
+	buf[n] = 0;
+	return buf;
+}
+
+/* tshark's summary lines for file (with a display filter, or NULL). */
+static char *tshark(const char *file, const char *filter)
+{
+	char *out = NULL;
+
+	lt_sh(&out, "tshark -r %s/%s %s%s%s 2>/dev/null", lt_dir, file, filter ? "-Y '" : "",
+	      filter ? filter : "", filter ? "'" : "");
+	return out;
+}
+
+static size_t count_substr(const char *s, const char *what)
+{
+	size_t n = 0;
+
+	for (; (s = strstr(s, what)); s += strlen(what))
+		n++;
+	return n;
+}
+
+static void check_capture(const char *link)
+{
+	char c[64], s[64], b1[64], b2[64];
+	char *cli, *srv;
+	int ib = !strcmp(link, "ib");
+
+	rping_captured(link);
+	cli = decode("client.pcap");
+	srv = decode("server.pcap");
+
+	/* Who is who: the client sent the REQ in its own file. */
+	snprintf(c, sizeof(c), "%s", src_of(cli, "CM Send REQ(", b1, sizeof(b1)));
+	snprintf(s, sizeof(s), "%s", src_of(cli, "CM Send REP(", b2, sizeof(b2)));
+	cr_assert(c[0] && s[0] && strcmp(c, s), "client file: REQ from '%s', REP from '%s'\n%s", c,
+		  s, cli);
+	if (!ib) {
+		cr_expect_str_eq(c, "127.10.0.1");
+		cr_expect_str_eq(s, "127.10.0.2");
+	}
+	/* The client's file: REQ, RTU, DREQ out; REP in. */
+	cr_expect_str_eq(src_of(cli, "CM Send RTU(", b1, sizeof(b1)), c, "%s", cli);
+	cr_expect_str_eq(src_of(cli, "CM Send DREQ(", b1, sizeof(b1)), c, "%s", cli);
+	/* The server's file: REQ, RTU, DREQ in; REP, DREP out. */
+	cr_expect_str_eq(src_of(srv, "CM Send REQ(", b1, sizeof(b1)), c, "%s", srv);
+	cr_expect_str_eq(src_of(srv, "CM Send REP(", b1, sizeof(b1)), s, "%s", srv);
+	cr_expect_str_eq(src_of(srv, "CM Send RTU(", b1, sizeof(b1)), c, "%s", srv);
+	cr_expect_str_eq(src_of(srv, "CM Send DREQ(", b1, sizeof(b1)), c, "%s", srv);
+	cr_expect_str_eq(src_of(srv, "CM Send DREP(", b1, sizeof(b1)), s, "%s", srv);
+	/* The same connection on both sides: the REQ's comm ID. */
+	const char *l1 = strstr(cli, "REQ(0x0010)"), *l2 = strstr(srv, "REQ(0x0010)");
+	cr_assert(l1 && l2);
+	l1 = strstr(l1, "lcid ");
+	l2 = strstr(l2, "lcid ");
+	cr_assert(l1 && l2 && !strncmp(l1, l2, 15), "REQ comm IDs differ");
+	if (ib) {
+		/* rdma_resolve_route's PathRecord query and the SA's answer. */
+		const char *sm = src_of(cli, "SA GetResp PathRecord(", b2, sizeof(b2));
+		cr_expect_str_eq(src_of(cli, "SA Get PathRecord(", b1, sizeof(b1)), c, "%s", cli);
+		cr_expect(sm[0] && strcmp(sm, c), "the GetResp comes from the SA:\n%s", cli);
+	}
+	free(cli);
+	free(srv);
+
+	/* The server's ladder: one connection, every request answered. */
+	cr_assert_eq(lt_sh(&srv, "%s/uscm-decode --ladder %s/server.pcap", lt_bin(), lt_dir), 0);
+	cr_expect(strstr(srv, " in 1 group; ") && strstr(srv, " 0 malformed, 0 unanswered"), "%s",
+		  srv);
+	cr_expect(strstr(srv, "== 1. connection: comm IDs "), "%s", srv);
+	if (!ib)
+		cr_expect(strstr(srv, "127.10.0.1              127.10.0.2"), "lanes:\n%s", srv);
+	free(srv);
+
+	/* tshark: every frame dissected, nothing malformed, no expert info. */
+	need("tshark");
+	for (int i = 0; i < 2; i++) {
+		const char *f = i ? "server.pcap" : "client.pcap";
+		char *bad = tshark(f, "_ws.malformed || _ws.expert"), *all = tshark(f, NULL);
+
+		cr_expect_str_eq(bad, "", "malformed frames / expert info in %s", f);
+		/* At least once: a slow peer (sanitizers, a loaded machine) can
+		 * make a REQ or REP be resent. */
+		cr_expect_geq(count_substr(all, "CM: ConnectRequest"), 1, "%s:\n%s", f, all);
+		cr_expect_geq(count_substr(all, "CM: ConnectReply"), 1, "%s:\n%s", f, all);
+		cr_expect_geq(count_substr(all, "CM: ReadyToUse"), 1, "%s:\n%s", f, all);
+		cr_expect_geq(count_substr(all, "CM: DisconnectRequest"), 1, "%s:\n%s", f, all);
+		if (i)
+			cr_expect_geq(count_substr(all, "CM: DisconnectReply"), 1, "%s:\n%s", f, all);
+		if (ib && !i)
+			cr_expect_geq(count_substr(all, "SubnAdmGetResp(PathRecord)"), 1, "%s", all);
+		free(bad);
+		free(all);
+	}
+}
+
+Test(capture, rping_ib)
+{
+	check_capture("ib");
+}
+
+Test(capture, rping_roce)
+{
+	check_capture("roce");
+}
+
+/* A file that cannot be created: one line on stderr, capture off, and the
+ * application runs as without USCM_PCAP. */
+Test(capture, unwritable_file_is_one_warning)
+{
+	char *out = NULL;
+	int st = -1;
+
+	need("rping");
+	lt_fabric_start("ib", 2);
+	cr_assert_eq(lt_sh(NULL,
+			   "(USCM_SIM_NODE=node2 %s timeout 60 rping -s -C 1 >/dev/null 2>&1 &)"
+			   " >/dev/null 2>&1", env_prefix()),
+		     0);
+	for (int i = 0; i < 50; i++) {
+		free(out);
+		st = lt_sh(&out, "USCM_SIM_NODE=node1 USCM_PCAP=%s/no/such/dir/x.pcap %s timeout 60"
+				 " rping -c -a 127.10.0.2 -v -C 1 2>&1", lt_dir, env_prefix());
+		if (st == 0 || !strstr(out, "REJECTED"))
+			break;
+		usleep(100 * 1000);
+	}
+	cr_assert_eq(st, 0, "%s", out);
+	cr_expect(strstr(out, "ping data: rdma-ping-0"), "%s", out);
+	const char *w = strstr(out, "uscm: USCM_PCAP: cannot create ");
+	cr_assert(w, "the warning:\n%s", out);
+	cr_expect(!strstr(w + strlen("uscm: USCM_PCAP"), "USCM_PCAP"), "said once:\n%s", out);
+	cr_expect(strstr(w, "not capturing\n"), "%s", out);
+	free(out);
+}
+
+/* cmtime connects and disconnects many times; both processes are SIGKILLed
+ * while MADs flow. Each file must read to its end without a break, with
+ * every record whole: uscm-decode exits 0 (it exits 1 on a truncated
+ * record) and tshark reads it without complaint. */
+Test(capture, sigkill_leaves_a_readable_file)
+{
+	char *out = NULL;
+	long size = 0;
+
+	need("cmtime");
+	lt_fabric_start("ib", 2);
+	cr_assert_eq(lt_sh(NULL,
+			   "(USCM_SIM_NODE=node2 USCM_PCAP=%s/server.pcap %s exec cmtime -c 2000"
+			   " >/dev/null 2>&1 & echo $! >%s/server.pid) >/dev/null 2>&1",
+			   lt_dir, env_prefix(), lt_dir),
+		     0);
+	usleep(300 * 1000);
+	cr_assert_eq(lt_sh(NULL,
+			   "(USCM_SIM_NODE=node1 USCM_PCAP=%s/client.pcap %s exec cmtime -s 127.10.0.2"
+			   " -c 2000 >/dev/null 2>&1 & echo $! >%s/client.pid) >/dev/null 2>&1",
+			   lt_dir, env_prefix(), lt_dir),
+		     0);
+	/* Wait for a few hundred records in the server's file (~320 bytes each),
+	 * then kill both in the middle of the run. */
+	for (int i = 0; i < 600 && size < 100000; i++) {
+		free(out);
+		lt_sh(&out, "stat -c %%s %s/server.pcap 2>/dev/null || echo 0", lt_dir);
+		size = strtol(out, NULL, 10);
+		usleep(50 * 1000);
+	}
+	free(out);
+	/* Both still running (mid-run), then killed. */
+	int alive = lt_sh(NULL, "kill -0 $(cat %s/client.pid) && kill -0 $(cat %s/server.pid)",
+			  lt_dir, lt_dir);
+	lt_sh(NULL, "kill -KILL $(cat %s/client.pid) $(cat %s/server.pid) 2>/dev/null", lt_dir,
+	      lt_dir);
+	cr_assert_geq(size, 100000, "the server's capture did not grow (%ld bytes)", size);
+	cr_assert_eq(alive, 0, "cmtime had already exited: not a mid-run kill");
+	usleep(200 * 1000);
+	for (int i = 0; i < 2; i++) {
+		const char *f = i ? "server.pcap" : "client.pcap";
+		char *tsh = NULL;
+		long n;
+
+		out = decode(f);
+		n = (long)count_substr(out, " CM Send ");
+		cr_expect_gt(n, i ? 300 : 10, "%s: %ld CM MADs", f, n);
+		free(out);
+		if (lt_sh(NULL, "command -v tshark >/dev/null") == 0) {
+			lt_sh(&tsh, "tshark -r %s/%s 2>&1 >/dev/null", lt_dir, f);
+			cr_expect_eq(tsh[0] ? strstr(tsh, "cut short") == NULL : 1, 1, "%s: %s", f,
+				     tsh);
+			free(tsh);
+		}
+	}
+}
