@@ -69,6 +69,9 @@ echo
 echo "== uscm-decode $pcap (MADs only; the RC data frames are counted as skipped)"
 "$B/bin/uscm-decode" "$pcap"
 echo
+echo "== uscm-decode --ladder: the same capture as a sequence diagram per connection (SVG: $dir/demo.svg)"
+"$B/bin/uscm-decode" --ladder --ladder-svg "$dir/demo.svg" "$pcap"
+echo
 echo "== uscm-decode -v: the (first, rping's) REQ, every field"
 "$B/bin/uscm-decode" -v "$pcap" | sed -n '/ CM Send REQ/,/ CM Send REP/p;/ CM Send REP/q' | sed '$d'
 if command -v tshark >/dev/null; then
