@@ -28,6 +28,11 @@ struct pconn {
 	struct cmp_conn *ec;  /* the engine's, once connect / REQ_RECEIVED made it */
 	int skip;             /* not played: service not told about, undecodable */
 	int connected, accepted, rtu, dreq, drep;
+	/* The last instant both clocks agree on (a MAD fed, or a pair): times
+	 * are compared as intervals from there, so that one late timer in the
+	 * traced process does not make every later one look late too. */
+	uint64_t anchor_e, anchor_t;
+	int anchored;
 };
 
 struct player {
@@ -141,11 +146,23 @@ static void on_tx(struct player *p, const struct cmp_tx *tx, uint64_t now)
 		p->r->d[k].t_trace = m->ts;
 		p->r->d[k].t_peer = now;
 	}
-	uint64_t dt = now > m->ts ? now - m->ts : m->ts - now;
+	struct pconn *pcn = m->conn >= 0 ? &p->pc[m->conn] : NULL;
+	uint64_t e_rel = now, t_rel = m->ts;
+	if (pcn && pcn->anchored) {
+		e_rel = now - pcn->anchor_e;
+		t_rel = m->ts - pcn->anchor_t;
+	}
+	uint64_t dt = e_rel > t_rel ? e_rel - t_rel : t_rel - e_rel;
+	if (pcn) {
+		pcn->anchor_e = now;
+		pcn->anchor_t = m->ts;
+		pcn->anchored = 1;
+	}
 	if (dt > tolerance(p, m->conn, now)) {
 		struct rp_diff *d = rp_report_add(p->r, RP_D_TIMING, m->frame, attr, NULL,
-						  "sent %.3f ms %s than in the trace",
-						  (double)dt / 1e6, now > m->ts ? "later" : "earlier");
+						  "sent %.3f ms %s than in the trace (measured from the "
+						  "connection's previous MAD)",
+						  (double)dt / 1e6, e_rel > t_rel ? "later" : "earlier");
 		d->t_trace = m->ts;
 		d->t_peer = now;
 	}
@@ -252,6 +269,10 @@ static void feed(struct player *p, size_t i)
 	if (m->cm_ok)
 		translate(p, m, mad);
 	addr_from_meta(&src, &m->meta);
+	if (m->conn >= 0) {
+		p->pc[m->conn].anchor_e = p->pc[m->conn].anchor_t = m->ts;
+		p->pc[m->conn].anchored = 1;
+	}
 	p->feeding = i;
 	cmp_engine_recv(p->e, &src, mad, m->len, m->ts);
 	drain(p, m->ts);

@@ -249,6 +249,30 @@ static int chosen(uint16_t attr, const char *name)
 	return -1;
 }
 
+/* Why a field can differ, for the fields whose value depends on more than
+ * the protocol (docs/replay.md lists them). */
+static const char *hint(uint16_t attr, const struct cmp_field *f)
+{
+	if (f->kind == CMP_K_RSVD)
+		return "reserved bits: a sender must write zero";
+	if (!strcmp(f->name, "target_ack_delay"))
+		return "S's CA ACK delay (a device property: --ca-ack-delay)";
+	if (strstr(f->name, "local_ack_timeout"))
+		return "from S's CA ACK delay and the path lifetime (--ca-ack-delay, "
+		       "--packet-life-time)";
+	if (!strcmp(f->name, "service_timeout"))
+		return "S's MRA service timeout (a CM setting)";
+	if (!strcmp(f->name, "private_data") || !strcmp(f->name, "ari") ||
+	    !strcmp(f->name, "additional_info"))
+		return "bytes S's user or CM wrote: the engine sends what the protocol and the "
+		       "inferred user call give";
+	if (attr == UMAD_CM_ATTR_REJ && !strcmp(f->name, "reason"))
+		return "a different reject reason for the same situation";
+	if (!strcmp(f->name, "responder_resources") || !strcmp(f->name, "initiator_depth"))
+		return "the engine never promises more than the REQ asked for";
+	return "the engine sends another value for the same inputs";
+}
+
 static unsigned diff_field(struct rp_report *r, uint64_t frame, uint16_t attr,
 			   const struct cmp_field *f, const uint8_t *pd, const uint8_t *td,
 			   const char *why)
@@ -281,7 +305,7 @@ unsigned rp_compare(struct rp_report *r, struct rp_map *map, const uint8_t *peer
 				     cmp_bits_get(trace, 8, 0, 64));
 			continue;
 		}
-		n += diff_field(r, frame, attr, f, peer, trace, "MAD header");
+		n += diff_field(r, frame, attr, f, peer, trace, "MAD header field");
 	}
 	if (!l)
 		return n;
@@ -311,8 +335,7 @@ unsigned rp_compare(struct rp_report *r, struct rp_map *map, const uint8_t *peer
 		}
 		if (field_equal(f, pd, td))
 			continue;
-		n += diff_field(r, frame, attr, f, pd, td,
-				f->kind == CMP_K_RSVD ? "reserved bits" : "");
+		n += diff_field(r, frame, attr, f, pd, td, hint(attr, f));
 	}
 	return n;
 }

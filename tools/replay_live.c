@@ -37,6 +37,9 @@ struct live {
 	uint8_t trace_s_gid[16], trace_p_gid[16], live_s_gid[16], live_p_gid[16];
 	int roce;
 	unsigned sent, paired;
+	/* Last instant both clocks agree on (S's MAD sent, an answer paired):
+	 * answer times are compared as intervals from there. */
+	uint64_t anchor_real, anchor_trace;
 };
 
 static uint64_t now_ns(void)
@@ -184,13 +187,16 @@ static void on_live(struct live *l, const struct um_rx *rx, uint64_t when)
 		l->r->d[k].t_trace = m->ts;
 		l->r->d[k].t_peer = t_trace_clock;
 	}
-	uint64_t dt = t_trace_clock > m->ts ? t_trace_clock - m->ts : m->ts - t_trace_clock;
-	uint64_t tol = l->o->tol_ns + (m->ts - l->t0_trace) / 100 * l->o->tol_pct;
+	uint64_t lrel = when - l->anchor_real, trel = m->ts > l->anchor_trace ? m->ts - l->anchor_trace : 0;
+	uint64_t dt = lrel > trel ? lrel - trel : trel - lrel;
+	uint64_t tol = l->o->tol_ns + trel / 100 * l->o->tol_pct;
+	l->anchor_real = when;
+	l->anchor_trace = m->ts;
 	if (dt > tol) {
 		struct rp_diff *d = rp_report_add(l->r, RP_D_TIMING, m->frame, m->hdr.attr_id, NULL,
-						  "answered %.3f ms %s than in the trace",
-						  (double)dt / 1e6,
-						  t_trace_clock > m->ts ? "later" : "earlier");
+						  "answered %.3f ms %s than in the trace (measured from "
+						  "the previous MAD)",
+						  (double)dt / 1e6, lrel > trel ? "later" : "earlier");
 		d->t_trace = m->ts;
 		d->t_peer = t_trace_clock;
 	}
@@ -323,8 +329,8 @@ int rp_live_run(const struct rp_trace *t, const struct rp_side *s, const struct 
 		um_port_close(l.port);
 		return -1;
 	}
-	l.t0_trace = t->m[first].ts;
-	l.t0_real = now_ns();
+	l.t0_trace = l.anchor_trace = t->m[first].ts;
+	l.t0_real = l.anchor_real = now_ns();
 	uint64_t tmo = (uint64_t)(lo->timeout_ms > 0 ? lo->timeout_ms : 2000) * 1000000u;
 	for (size_t i = first; i < t->n; i++) {
 		const struct rp_mad *m = &t->m[i];
@@ -348,6 +354,8 @@ int rp_live_run(const struct rp_trace *t, const struct rp_side *s, const struct 
 		}
 		rewrite_out(&l, m, mad);
 		l.sent++;
+		l.anchor_real = now_ns();
+		l.anchor_trace = m->ts;
 		if (um_port_send_cm(l.port, &dst, mad) < 0)
 			rp_report_add(r, RP_D_ACTION, m->frame, m->hdr.attr_id, NULL,
 				      "sending S's MAD failed: %s", strerror(errno));

@@ -21,7 +21,8 @@
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: uscm-replay check  TRACE --side S [options]\n"
+		"usage: uscm-replay sides  TRACE   (the endpoints with CM traffic, as --side)\n"
+		"       uscm-replay check  TRACE --side S [options]\n"
 		"       uscm-replay live   TRACE --side S --node NAME [options]\n"
 		"       uscm-replay mutate TRACE --side S --seed N [--count K] [--only I] [options]\n"
 		"side S: lid:N | gid:IPv6 | ip:A.B.C.D | qpn:Q (an endpoint that sent a REQ/REP with QPN Q)\n"
@@ -43,6 +44,50 @@ static void usage(FILE *out)
 		"mutate: --seed N, --count K (runs, 20), --only I (one run), --live --node NAME,\n"
 		"        --canary (each run re-sends a genuine MAD but claims it must be rejected:\n"
 		"        shows that an acceptance is detected)\n");
+}
+
+/* Every endpoint that sends or receives CM MADs, as --side text. */
+static int list_sides(const char *path)
+{
+	struct rp_trace t;
+	struct { char side[80]; unsigned sent, rcvd; } e[64];
+	unsigned n = 0;
+
+	if (rp_trace_load(path, &t) < 0) {
+		fprintf(stderr, "uscm-replay: %s: %s\n", path, t.err);
+		return 2;
+	}
+	for (size_t i = 0; i < t.n; i++) {
+		const struct rp_mad *m = &t.m[i];
+		if (!m->is_cm)
+			continue;
+		for (int dir = 0; dir < 2; dir++) {
+			char s[80], g[64];
+			if (m->meta.link == UM_LINK_IB)
+				snprintf(s, sizeof(s), "lid:%u", dir ? m->meta.dlid : m->meta.slid);
+			else
+				snprintf(s, sizeof(s), "gid:%s",
+					 cmp_gid_str(dir ? m->meta.dgid : m->meta.sgid, g, sizeof(g)));
+			unsigned k;
+			for (k = 0; k < n && strcmp(e[k].side, s); k++)
+				;
+			if (k == n) {
+				if (n == 64)
+					continue;
+				snprintf(e[n].side, sizeof(e[n].side), "%s", s);
+				e[n].sent = e[n].rcvd = 0;
+				n++;
+			}
+			if (dir)
+				e[k].rcvd++;
+			else
+				e[k].sent++;
+		}
+	}
+	for (unsigned k = 0; k < n; k++)
+		printf("%s sent %u received %u CM MADs\n", e[k].side, e[k].sent, e[k].rcvd);
+	rp_trace_free(&t);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -122,6 +167,8 @@ int main(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
+	if (!strcmp(mode, "sides") && optind == argc - 1)
+		return list_sides(argv[optind]);
 	if (optind != argc - 1 || !side) {
 		usage(stderr);
 		return 2;
@@ -146,6 +193,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	if (!strcmp(mode, "sides")) {
+		rp_trace_free(&t);
+		return 0; /* printed by list_sides before binding */
+	}
 	int rc = 2;
 	struct rp_report r;
 	rp_report_init(&r, t.n ? t.m[0].ts : 0);
