@@ -314,7 +314,7 @@ Test(replay, live_client_against_rping_server)
 		    "D='%s/simlive'; %s/uscm-sim start --dir $D --nodes 2 --link ib >/dev/null 2>&1 "
 		    "|| exit 100; export USCM_SIM_DIR=$D; "
 		    "(eval USCM_SIM_NODE=node2 $R timeout 60 rping -s -C 1 >$D.server 2>&1 &); sleep 1; "
-		    "LD_LIBRARY_PATH=$B/sim/lib $P timeout 60 %s/uscm-replay live %s --side lid:2 "
+		    "LD_LIBRARY_PATH=$B/sim/lib timeout 60 %s/uscm-replay live %s --side lid:2 "
 		    "--node node1 --tolerance-ms 500 2>&1; rc=$?; %s/uscm-sim stop --dir $D >/dev/null 2>&1; exit $rc",
 		    bin(), dir, bin(), bin(), path("ib.pcap"), bin());
 	cr_assert_neq(st, 100);

@@ -279,8 +279,8 @@ static void feed(struct player *p, size_t i)
 	p->feeding = NONE;
 }
 
-/* The path lifetime S used: the SA's answer for that destination when the
- * trace has it, else the option, else the largest lifetime that gives the
+/* The path lifetime S used: the option, else the SA's answer for that
+ * destination when the trace has it, else the largest lifetime that gives the
  * REQ's local ACK timeout (the formula is flat for small lifetimes). */
 static uint8_t lifetime(const struct player *p, const struct cmp_cm_req *r, uint8_t ca_delay)
 {
@@ -297,10 +297,10 @@ static uint8_t lifetime(const struct player *p, const struct cmp_cm_req *r, uint
 		if (!memcmp(sa.u.pr.dgid, r->primary_remote_gid, 16))
 			found = sa.u.pr.packet_life_time;
 	}
-	if (found >= 0)
-		return (uint8_t)found;
 	if (p->o->packet_life_time >= 0)
 		return (uint8_t)p->o->packet_life_time;
+	if (found >= 0)
+		return (uint8_t)found;
 	for (int plt = 31; plt >= 0; plt--)
 		if (cmp_ack_timeout(ca_delay, (uint8_t)plt) == r->primary_local_ack_timeout)
 			return (uint8_t)plt;

@@ -76,9 +76,13 @@ void rp_report_print(const struct rp_report *r, FILE *out, const char *who)
 			d->msg);
 		if (d->field[0])
 			fprintf(out, " %s: trace %s, %s %s", d->field, d->trace_val, who, d->peer_val);
-		if (d->t_trace || d->t_peer)
+		if (d->t_trace && d->t_peer)
 			fprintf(out, " (trace t=%.6f, %s t=%.6f)", rel(r, d->t_trace), who,
 				rel(r, d->t_peer));
+		else if (d->t_trace)
+			fprintf(out, " (trace t=%.6f)", rel(r, d->t_trace));
+		else if (d->t_peer)
+			fprintf(out, " (%s t=%.6f)", who, rel(r, d->t_peer));
 		if (d->reason[0])
 			fprintf(out, " - %s", d->reason);
 		fputc('\n', out);

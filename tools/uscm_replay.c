@@ -31,7 +31,7 @@ static void usage(FILE *out)
 		"  --tolerance-ms MS      timing tolerance (50) plus --tolerance-pct (5) of the\n"
 		"  --tolerance-pct P      time since the connection began\n"
 		"  --ca-ack-delay N       S's CA ACK delay (15)\n"
-		"  --packet-life-time N   path lifetime when the trace has no PathRecord\n"
+		"  --packet-life-time N   path lifetime (default: the trace's PathRecord, else inferred)\n"
 		"  --max-timer-ms MS      engine timer cap (as USCM_CM_MAX_TIMER_MS)\n"
 		"  --timewait-ms MS       engine TimeWait (as USCM_TIMEWAIT_MS)\n"
 		"  --no-mra-on-dup        S does not MRA duplicate REQs\n"
