@@ -88,12 +88,15 @@ static int capture(const char *name, const char *link, const char *start, const 
 		RPING_ENV
 		"D='%s/%s'; %s/uscm-sim start --dir $D --nodes 2 --link %s --pcap $D.pcap %s "
 		">/dev/null 2>&1 || exit 100; export USCM_SIM_DIR=$D; "
-		"(eval USCM_SIM_NODE=node2 $R timeout 60 rping -s -C 1 >$D.server 2>&1 &); sleep 1; "
+		"(eval USCM_SIM_NODE=node2 $R timeout 60 rping -s -C 1 >$D.server 2>&1 &); "
+		/* the server has attached to node2, then a little time to listen */
+		"for i in $(seq 100); do %s/uscm-sim status --dir $D | grep -q ' node2 .* [0-9][0-9]*$' "
+		"&& break; sleep 0.1; done; sleep 0.3; "
 		"for i in $(seq 30); do eval USCM_SIM_NODE=node1 $R %s timeout 60 "
 		"rping -c -a 127.10.0.2 -v -C 1 >$D.client 2>&1; rc=$?; "
 		"grep -q REJECTED $D.client || break; sleep 0.3; done; sleep 0.5; "
 		"%s/uscm-sim stop --dir $D >/dev/null 2>&1; exit $rc",
-		bin(), dir, name, bin(), link, start, cenv, bin());
+		bin(), dir, name, bin(), link, start, bin(), cenv, bin());
 	cr_assert_neq(st, 100, "uscm-sim start failed");
 	free(out);
 	return st;
@@ -126,7 +129,8 @@ static void both_sides_clean(const char *pcap, const char *s1, const char *s2)
 		int st = replay(&out, args);
 		cr_expect_eq(st, 0, "%s:\n%s", args, out);
 		cr_expect(strstr(out, "0 differences"), "%s:\n%s", args, out);
-		cr_expect(strstr(out, "1 connection played"), "%s:\n%s", args, out);
+		cr_expect(strstr(out, "connection played") || strstr(out, "connections played"),
+			  "%s:\n%s", args, out);
 		free(out);
 	}
 }
@@ -305,18 +309,31 @@ Test(replay, rep_retries_while_rtus_are_lost_check_clean)
 
 Test(replay, live_client_against_rping_server)
 {
-	char *out;
+	char *out = NULL;
+	int rejs = 1;
 
 	need_tools();
-	cr_assert_eq(capture("ib", "ib", "", ""), 0);
+	/* A client that came before the server listened was rejected and
+	 * retried: that trace would replay a REJ the live server does not
+	 * send. Capture again then. */
+	for (int k = 0; k < 3 && rejs; k++) {
+		cr_assert_eq(capture("ib", "ib", "", ""), 0);
+		free(out);
+		sh(&out, "%s/uscm-decode %s 2>/dev/null", bin(), path("ib.pcap"));
+		rejs = count(out, "CM Send REJ");
+	}
+	cr_assert_eq(rejs, 0, "every capture has a rejected connect:\n%s", out);
+	free(out);
 	int st = sh(&out,
 		    RPING_ENV
 		    "D='%s/simlive'; %s/uscm-sim start --dir $D --nodes 2 --link ib >/dev/null 2>&1 "
 		    "|| exit 100; export USCM_SIM_DIR=$D; "
-		    "(eval USCM_SIM_NODE=node2 $R timeout 60 rping -s -C 1 >$D.server 2>&1 &); sleep 1; "
+		    "(eval USCM_SIM_NODE=node2 $R timeout 60 rping -s -C 1 >$D.server 2>&1 &); "
+		    "for i in $(seq 100); do %s/uscm-sim status --dir $D | grep -q ' node2 .* [0-9][0-9]*$' "
+		    "&& break; sleep 0.1; done; sleep 0.5; "
 		    "LD_LIBRARY_PATH=$B/sim/lib timeout 60 %s/uscm-replay live %s --side lid:2 "
 		    "--node node1 --tolerance-ms 500 2>&1; rc=$?; %s/uscm-sim stop --dir $D >/dev/null 2>&1; exit $rc",
-		    bin(), dir, bin(), bin(), path("ib.pcap"), bin());
+		    bin(), dir, bin(), bin(), bin(), path("ib.pcap"), bin());
 	cr_assert_neq(st, 100);
 	cr_expect_eq(st, 0, "%s", out);
 	cr_expect(strstr(out, "0 differences"), "%s", out);
