@@ -90,7 +90,7 @@ static int capture(const char *name, const char *link, const char *start, const 
 		">/dev/null 2>&1 || exit 100; export USCM_SIM_DIR=$D; "
 		"(eval USCM_SIM_NODE=node2 $R timeout 60 rping -s -C 1 >$D.server 2>&1 &); "
 		/* the server has attached to node2, then a little time to listen */
-		"for i in $(seq 100); do %s/uscm-sim status --dir $D | grep -q ' node2 .* [0-9][0-9]*$' "
+		"for i in $(seq 100); do %s/uscm-sim status --dir $D | grep -q ' node2 .*[0-9]$' "
 		"&& break; sleep 0.1; done; sleep 0.3; "
 		"for i in $(seq 30); do eval USCM_SIM_NODE=node1 $R %s timeout 60 "
 		"rping -c -a 127.10.0.2 -v -C 1 >$D.client 2>&1; rc=$?; "
@@ -329,7 +329,7 @@ Test(replay, live_client_against_rping_server)
 		    "D='%s/simlive'; %s/uscm-sim start --dir $D --nodes 2 --link ib >/dev/null 2>&1 "
 		    "|| exit 100; export USCM_SIM_DIR=$D; "
 		    "(eval USCM_SIM_NODE=node2 $R timeout 60 rping -s -C 1 >$D.server 2>&1 &); "
-		    "for i in $(seq 100); do %s/uscm-sim status --dir $D | grep -q ' node2 .* [0-9][0-9]*$' "
+		    "for i in $(seq 100); do %s/uscm-sim status --dir $D | grep -q ' node2 .*[0-9]$' "
 		    "&& break; sleep 0.1; done; sleep 0.5; "
 		    "LD_LIBRARY_PATH=$B/sim/lib timeout 60 %s/uscm-replay live %s --side lid:2 "
 		    "--node node1 --tolerance-ms 500 2>&1; rc=$?; %s/uscm-sim stop --dir $D >/dev/null 2>&1; exit $rc",
