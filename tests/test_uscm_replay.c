@@ -6,7 +6,8 @@
  *  - one field of the REP edited: check names exactly that message and
  *    field and fails;
  *  - traces with timer-driven retries (REQs into a fault that drops every
- *    REP, REPs retried while RTUs are lost) check clean;
+ *    REP, REPs retried while RTUs are lost) and with an MRA (every REQ
+ *    duplicated by the fabric) check clean;
  *  - live: the client side replayed against a live `rping -s`;
  *  - mutate: seeds against the engine with no finding, a mutated RTU comm
  *    ID counted as stray, and the canary showing an acceptance is caught;
@@ -305,6 +306,34 @@ Test(replay, rep_retries_while_rtus_are_lost_check_clean)
 	replay(&o2, args);
 	cr_expect(!strstr(o2, "retransmits 0"), "the server's REP retries:\n%s", o2);
 	free(o2);
+}
+
+Test(replay, duplicated_req_mra_trace_checks_clean)
+{
+	char args[512], *out = NULL;
+	int mras = 0;
+
+	need_tools();
+	/* Every REQ delivered twice: the copy finds the server's connection
+	 * not accepted yet, and its CM answers with an MRA, as the CMA does. */
+	for (int k = 0; k < 3 && !mras; k++) {
+		cr_assert_eq(capture("dup", "ib", "--fault 'dup=100%,class=0x07,attr=0x10'", ""), 0);
+		free(out);
+		sh(&out, "%s/uscm-decode %s 2>/dev/null", bin(), path("dup.pcap"));
+		mras = count(out, "CM Send MRA");
+	}
+	cr_assert_gt(mras, 0, "no MRA in 3 captures:\n%s", out);
+	free(out);
+	/* The server's MRA is the engine's own answer to the duplicate. */
+	snprintf(args, sizeof(args), "check %s --side lid:3 --tolerance-ms 150", path("dup.pcap"));
+	cr_expect_eq(replay(&out, args), 0, "%s", out);
+	cr_expect(!strncmp(out, "0 differences", 13), "%s", out);
+	free(out);
+	/* The client sent its REQ once; the second copy is the fabric's. */
+	snprintf(args, sizeof(args), "check %s --side lid:2 --tolerance-ms 150", path("dup.pcap"));
+	cr_expect_eq(replay(&out, args), 0, "%s", out);
+	cr_expect(strstr(out, "duplicate frame") && strstr(out, "(0 unexplained)"), "%s", out);
+	free(out);
 }
 
 Test(replay, live_client_against_rping_server)

@@ -690,6 +690,24 @@ int rp_check_run(const struct rp_trace *t, const struct rp_opts *o, struct rp_re
 		const struct rp_mad *m = &t->m[i];
 		if (p.matched[i] || m->dir != RP_FROM_S)
 			continue;
+		/* The same bytes from S again, sooner than the tolerance: the
+		 * fabric (or the capture) duplicated it; no CM timer is that fast. */
+		size_t dup = NONE;
+		for (size_t j = i; j-- > 0 && m->ts >= t->m[j].ts && m->ts - t->m[j].ts <= o->tol_ns;)
+			if (t->m[j].dir == RP_FROM_S && !memcmp(t->m[j].mad, m->mad, sizeof(m->mad))) {
+				dup = j;
+				break;
+			}
+		if (dup != NONE) {
+			size_t j = dup;
+			struct rp_diff *d = rp_report_add(
+				r, RP_D_DUPLICATE, m->frame, m->hdr.attr_id, NULL,
+				"identical to frame %" PRIu64 " %.3f ms before: duplicated by the fabric "
+				"or the capture (explained)",
+				t->m[j].frame, (double)(m->ts - t->m[j].ts) / 1e6);
+			d->t_trace = m->ts;
+			continue;
+		}
 		struct rp_diff *d = rp_report_add(r, RP_D_MISSING, m->frame, m->hdr.attr_id, NULL,
 						  "S sent %s (local ID 0x%08x); the engine did not",
 						  cmp_cm_attr_str(m->hdr.attr_id), rp_cm_local_id(&m->cm));

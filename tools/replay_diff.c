@@ -18,8 +18,23 @@ const char *rp_diff_kind_str(enum rp_diff_kind k)
 		[RP_D_UNDECODED] = "undecoded", [RP_D_ACTION] = "action",
 		[RP_D_CRASH] = "crash",       [RP_D_HANG] = "hang",
 		[RP_D_LEAK] = "leak",         [RP_D_ACCEPTED] = "accepted",
+		[RP_D_DUPLICATE] = "duplicate",
 	};
 	return (unsigned)k < RP_D_KINDS ? n[k] : "?";
+}
+
+int rp_diff_explained(enum rp_diff_kind k)
+{
+	return k == RP_D_DUPLICATE;
+}
+
+size_t rp_report_unexplained(const struct rp_report *r)
+{
+	size_t n = 0;
+	for (int k = 0; k < RP_D_KINDS; k++)
+		if (!rp_diff_explained((enum rp_diff_kind)k))
+			n += r->counts[k];
+	return n;
 }
 
 void rp_report_init(struct rp_report *r, uint64_t t0)
@@ -91,6 +106,8 @@ void rp_report_print(const struct rp_report *r, FILE *out, const char *who)
 	for (int k = 0; k < RP_D_KINDS; k++)
 		total += r->counts[k];
 	fprintf(out, "%zu difference%s", total, total == 1 ? "" : "s");
+	if (total != rp_report_unexplained(r))
+		fprintf(out, " (%zu unexplained)", rp_report_unexplained(r));
 	for (int k = 0; k < RP_D_KINDS; k++)
 		if (r->counts[k])
 			fprintf(out, ", %s %u", rp_diff_kind_str((enum rp_diff_kind)k), r->counts[k]);
@@ -123,7 +140,7 @@ void rp_report_json(const struct rp_report *r, FILE *out, const char *mode, cons
 			r->counts[k]);
 		first = 0;
 	}
-	fputs("}, \"differences\": [", out);
+	fprintf(out, "}, \"unexplained\": %zu, \"differences\": [", rp_report_unexplained(r));
 	for (size_t i = 0; i < r->n; i++) {
 		const struct rp_diff *d = &r->d[i];
 		fprintf(out, "%s{\"kind\": \"%s\", \"frame\": %" PRIu64 ", \"msg\": ", i ? ", " : "",

@@ -28,9 +28,15 @@ enum rp_diff_kind {
 	RP_D_HANG,      /* mutate: a connection / timer never finished */
 	RP_D_LEAK,      /* mutate: connections or timers left after the end */
 	RP_D_ACCEPTED,  /* mutate: something that must be rejected was accepted */
+	RP_D_DUPLICATE, /* explained: S's MAD twice in the trace, faster than any timer */
 	RP_D_KINDS
 };
 const char *rp_diff_kind_str(enum rp_diff_kind k);
+struct rp_report;
+/* 1 for the classes that are explained (do not fail check). */
+int rp_diff_explained(enum rp_diff_kind k);
+/* Differences that are not explained. */
+size_t rp_report_unexplained(const struct rp_report *r);
 
 struct rp_diff {
 	enum rp_diff_kind kind;

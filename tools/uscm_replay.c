@@ -217,7 +217,7 @@ int main(int argc, char **argv)
 				       res.stats_trace.retransmits, res.stats_trace.rx_stray,
 				       res.stats_trace.rx_mismatch, res.stats_trace.rx_malformed);
 			}
-			rc = r.n || r.counts[RP_D_FIELD] ? 1 : 0;
+			rc = rp_report_unexplained(&r) ? 1 : 0;
 		}
 	} else if (!strcmp(mode, "live")) {
 		if (!lo.node && !getenv("USCM_SIM_NODE") && !lo.ca) {
@@ -229,7 +229,7 @@ int main(int argc, char **argv)
 					rp_report_json(&r, stdout, "live", side);
 				else
 					rp_report_print(&r, stdout, "peer");
-				rc = r.n ? 1 : 0;
+				rc = rp_report_unexplained(&r) ? 1 : 0;
 			} else {
 				rc = 2;
 			}
