@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cm_proto/cmp_cma.h"
+
 const char *rp_diff_kind_str(enum rp_diff_kind k)
 {
 	static const char *const n[RP_D_KINDS] = {
@@ -331,6 +333,8 @@ unsigned rp_compare(struct rp_report *r, struct rp_map *map, const uint8_t *peer
 	if (!l)
 		return n;
 	int rej_timeout = attr == UMAD_CM_ATTR_REJ && cmp_bits_get(td, 10, 0, 16) == 1;
+	enum cmp_ps ps;
+	uint16_t port;
 	for (size_t i = 0; i < l->nfields; i++) {
 		const struct cmp_field *f = &l->fields[i];
 		int k = chosen(attr, f->name);
@@ -352,6 +356,21 @@ unsigned rp_compare(struct rp_report *r, struct rp_map *map, const uint8_t *peer
 						"ARI (CA GUID) maps inconsistently");
 			if (memcmp(pd + f->byte + 8, td + f->byte + 8, f->width / 8 - 8))
 				n += diff_field(r, frame, attr, f, pd, td, "ARI after the CA GUID");
+			continue;
+		}
+		/* An rdma_cm REQ's private data starts with the CMA header, whose
+		 * source port the active side picks (an ephemeral port). */
+		if (attr == UMAD_CM_ATTR_REQ && !strcmp(f->name, "private_data") &&
+		    cmp_sid_split(cmp_bits_get(td, 8, 0, 64), &ps, &port) == 0 &&
+		    td[f->byte] == CMP_CMA_VERSION && pd[f->byte] == CMP_CMA_VERSION) {
+			uint64_t pv = cmp_bits_get(pd, f->byte + 2, 0, 16);
+			uint64_t tv = cmp_bits_get(td, f->byte + 2, 0, 16);
+			if (rp_map_learn(map, RP_M_PORT, pv, tv) < 0)
+				n += diff_field(r, frame, attr, f, pd, td,
+						"CMA header source port maps inconsistently");
+			if (memcmp(pd + f->byte, td + f->byte, 2) ||
+			    memcmp(pd + f->byte + 4, td + f->byte + 4, f->width / 8 - 4))
+				n += diff_field(r, frame, attr, f, pd, td, hint(attr, f));
 			continue;
 		}
 		if (field_equal(f, pd, td))

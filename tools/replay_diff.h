@@ -66,7 +66,7 @@ void rp_report_print(const struct rp_report *r, FILE *out, const char *who);
 void rp_report_json(const struct rp_report *r, FILE *out, const char *mode, const char *side);
 
 /* ---- chosen values: learned pairs (peer value <-> trace value) --------- */
-enum rp_map_kind { RP_M_COMM_ID, RP_M_CA_GUID, RP_M_TID, RP_M_QPN, RP_M_PSN, RP_M_KINDS };
+enum rp_map_kind { RP_M_COMM_ID, RP_M_CA_GUID, RP_M_TID, RP_M_QPN, RP_M_PSN, RP_M_PORT, RP_M_KINDS };
 
 struct rp_map {
 	struct { uint64_t peer, trace; } *p[RP_M_KINDS];

@@ -37,6 +37,7 @@ struct live {
 	uint8_t trace_s_gid[16], trace_p_gid[16], live_s_gid[16], live_p_gid[16];
 	int roce;
 	unsigned sent, paired;
+	int started;               /* the clocks are tied (first send or answer) */
 	/* Last instant both clocks agree on (S's MAD sent, an answer paired):
 	 * answer times are compared as intervals from there. */
 	uint64_t anchor_real, anchor_trace;
@@ -175,6 +176,15 @@ static void on_live(struct live *l, const struct um_rx *rx, uint64_t when)
 	}
 	const struct rp_mad *m = &l->t->m[idx];
 	uint8_t want[CMP_MAD_SIZE];
+	/* A trace that begins with the peer's MAD: the live clock starts when
+	 * the live peer's arrives, not when this tool did. */
+	if (!l->started) {
+		l->started = 1;
+		l->t0_real = when - (m->ts - l->t0_trace);
+		l->anchor_real = when;
+		l->anchor_trace = m->ts;
+		t_trace_clock = m->ts;
+	}
 	memcpy(want, m->mad, sizeof(want));
 	if (m->hdr.attr_id == UMAD_CM_ATTR_REQ)
 		rewrite_req_path(l, want, 0);
@@ -340,11 +350,14 @@ int rp_live_run(const struct rp_trace *t, const struct rp_side *s, const struct 
 			/* Wait (up to the timeout past its trace time) for the
 			 * answer the trace has, so S's next MAD can name the peer. */
 			uint64_t deadline = live_time(&l, m->ts) + tmo;
+			if (!l.started) /* waiting for the live peer to begin */
+				deadline = now_ns() + tmo;
 			while (!l.matched[i] && now_ns() < deadline)
 				pump(&l, now_ns() + 5000000u < deadline ? now_ns() + 5000000u : deadline);
 			continue;
 		}
 		pump(&l, live_time(&l, m->ts));
+		l.started = 1;
 		uint8_t mad[CMP_MAD_SIZE];
 		struct cmp_addr dst = { .lid = l.live_p_lid, .qpn = 1, .qkey = UM_QKEY_GSI };
 		if (l.roce || m->meta.has_grh) {
