@@ -11,6 +11,7 @@
  *  - live: the client side replayed against a live `rping -s`;
  *  - mutate: seeds against the engine with no finding, a mutated RTU comm
  *    ID counted as stray, and the canary showing an acceptance is caught;
+ *    against a live `rping -s -P` too;
  *  - captures from elsewhere (USCM_ORACLE_PCAPS, shared/reference/captures)
  *    run to the end on every side with every difference classified.
  * Skipped when rping (rdmacm-utils) or the simulated fabric is missing.
@@ -148,7 +149,7 @@ Test(replay, rping_ib_both_sides_check_clean)
 	both_sides_clean(path("ib.pcap"), "lid:2", "lid:3");
 	/* Sides by QPN (the client's QP is 0x140 on a fresh fabric... or not:
 	 * find it from the trace) and the JSON report. */
-	sh(&out, "%s/uscm-decode %s | sed -n 's/.* REQ(0x0010).* qpn \\(0x[0-9a-f]*\\).*/\\1/p' | head -1",
+	sh(&out, "%s/uscm-decode %s 2>/dev/null | sed -n 's/.* REQ(0x0010).* qpn \\(0x[0-9a-f]*\\).*/\\1/p' | head -1",
 	   bin(), path("ib.pcap"));
 	out[strcspn(out, "\n")] = 0;
 	char args[512], *j;
@@ -427,6 +428,40 @@ Test(replay, mutated_rtu_comm_id_is_stray_and_canary_is_caught)
 		 path("ib.pcap"));
 	cr_expect_eq(replay(&out, args), 1, "%s", out);
 	cr_expect(strstr(out, "accepted 3"), "%s", out);
+	free(out);
+}
+
+Test(replay, mutate_live_against_a_persistent_rping_server)
+{
+	char *out;
+
+	need_tools();
+	cr_assert_eq(capture("ib", "ib", "", ""), 0);
+	/* `rping -s -P` serves connection after connection; each run replays
+	 * the client with one of its MADs mutated and fresh identities, then
+	 * the unmutated trace must still be answered. Seed 1's first three
+	 * runs end in complete connections (no REP left to time out). */
+	int st = sh(&out,
+		    RPING_ENV
+		    "D='%s/simmut'; %s/uscm-sim start --dir $D --nodes 2 --link ib >/dev/null 2>&1 "
+		    "|| exit 100; export USCM_SIM_DIR=$D; "
+		    "eval USCM_SIM_NODE=node2 $R timeout 60 rping -s -P >$D.server 2>&1 & pid=$!; "
+		    "for i in $(seq 100); do %s/uscm-sim status --dir $D | grep -q ' node2 .*[0-9]$' "
+		    "&& break; sleep 0.1; done; sleep 0.5; "
+		    "LD_LIBRARY_PATH=$B/sim/lib timeout 60 %s/uscm-replay mutate %s --side lid:2 --live "
+		    "--node node1 --seed 1 --count 3 --timeout-ms 500 --peer-pid $pid 2>&1; rc=$?; "
+		    "echo; echo canary:; LD_LIBRARY_PATH=$B/sim/lib timeout 60 %s/uscm-replay mutate %s "
+		    "--side lid:2 --live --node node1 --seed 1 --count 2 --canary --timeout-ms 500 2>&1; "
+		    "echo canary rc=$?; %s/uscm-sim stop --dir $D >/dev/null 2>&1; exit $rc",
+		    bin(), dir, bin(), bin(), bin(), path("ib.pcap"), bin(), path("ib.pcap"), bin());
+	cr_assert_neq(st, 100);
+	cr_expect_eq(st, 0, "%s", out);
+	cr_expect(strstr(out, "the unmutated trace got 2 answers"), "%s", out);
+	cr_expect(strstr(out, "3 runs: crash 0, hang 0, accepted 0"), "%s", out);
+	/* Two genuine REQs claimed must-reject: the live server's REPs are
+	 * reported as acceptances. */
+	cr_expect(strstr(out, "2 runs: crash 0, hang 0, accepted 2") &&
+		  strstr(out, "canary rc=1"), "%s", out);
 	free(out);
 }
 

@@ -101,6 +101,15 @@ static void rewrite_out(const struct live *l, const struct rp_mad *m, uint8_t *m
 	memcpy(mad, m->mad, CMP_MAD_SIZE);
 	if (!m->cm_ok)
 		return;
+	/* S's own identities, fresh per run when asked. */
+	if (attr == UMAD_CM_ATTR_SIDR_REQ)
+		set_field(mad, attr, "request_id", m->cm.u.sidr_req.request_id ^ l->lo->id_xor);
+	else if (attr != UMAD_CM_ATTR_SIDR_REP && attr != UMAD_ATTR_CLASS_PORT_INFO)
+		set_field(mad, attr, "local_comm_id", rp_cm_local_id(&m->cm) ^ l->lo->id_xor);
+	if (attr == UMAD_CM_ATTR_REQ || attr == UMAD_CM_ATTR_REP)
+		set_field(mad, attr, "local_qpn",
+			  ((attr == UMAD_CM_ATTR_REQ ? m->cm.u.req.local_qpn : m->cm.u.rep.local_qpn) +
+			   l->lo->qpn_add) & 0xFFFFFF);
 	switch (attr) {
 	case UMAD_CM_ATTR_REQ:
 		rewrite_req_path(l, mad, 1);
@@ -126,8 +135,10 @@ static void rewrite_out(const struct live *l, const struct rp_mad *m, uint8_t *m
 
 static size_t conn_of_live(const struct live *l, const struct cmp_cm_msg *cm)
 {
-	/* The live peer names S by S's trace IDs (sent unchanged). */
+	/* The live peer names S by S's trace IDs (XORed with id_xor). */
 	uint32_t sid = rp_cm_remote_id(cm), pid = rp_cm_local_id(cm);
+	if (sid)
+		sid ^= l->lo->id_xor;
 	uint64_t tp;
 	int have = rp_map_to_trace(&l->map, RP_M_COMM_ID, pid, &tp);
 
@@ -148,7 +159,10 @@ static void on_live(struct live *l, const struct um_rx *rx, uint64_t when)
 
 	if (rx->agent != UM_AGENT_CM || rx->status || rx->len < CMP_MAD_SIZE)
 		return;
-	if (cmp_cm_decode(rx->mad, CMP_MAD_SIZE, &cm, NULL) < 0) {
+	int bad = cmp_cm_decode(rx->mad, CMP_MAD_SIZE, &cm, NULL) < 0;
+	if (!bad && l->lo->on_answer)
+		l->lo->on_answer(l->lo->ctx, &cm);
+	if (bad) {
 		struct rp_diff *d = rp_report_add(l->r, RP_D_EXTRA, 0, 0, NULL,
 						  "the peer sent a MAD uscm cannot decode");
 		d->t_peer = l->t0_trace + (when - l->t0_real);
@@ -188,6 +202,16 @@ static void on_live(struct live *l, const struct um_rx *rx, uint64_t when)
 	memcpy(want, m->mad, sizeof(want));
 	if (m->hdr.attr_id == UMAD_CM_ATTR_REQ)
 		rewrite_req_path(l, want, 0);
+	/* What the trace's peer said about S, with S's fresh identities. */
+	uint16_t wa = m->hdr.attr_id;
+	if (wa == UMAD_CM_ATTR_SIDR_REP)
+		set_field(want, wa, "request_id", m->cm.u.sidr_rep.request_id ^ l->lo->id_xor);
+	else if (wa != UMAD_CM_ATTR_REQ && wa != UMAD_CM_ATTR_SIDR_REQ &&
+		 wa != UMAD_ATTR_CLASS_PORT_INFO && rp_cm_remote_id(&m->cm))
+		set_field(want, wa, "remote_comm_id", rp_cm_remote_id(&m->cm) ^ l->lo->id_xor);
+	if (wa == UMAD_CM_ATTR_DREQ)
+		set_field(want, wa, "remote_qpn_eecn",
+			  (m->cm.u.dreq.remote_qpn_eecn + l->lo->qpn_add) & 0xFFFFFF);
 	l->matched[idx] = 1;
 	l->paired++;
 	size_t before = l->r->n;
@@ -283,7 +307,7 @@ static int peer_address(struct live *l, char *err, size_t errlen)
 }
 
 int rp_live_run(const struct rp_trace *t, const struct rp_side *s, const struct rp_opts *o,
-		const struct rp_live_opts *lo, struct rp_report *r)
+		struct rp_live_opts *lo, struct rp_report *r)
 {
 	struct live l = { .t = t, .o = o, .lo = lo, .r = r };
 	char err[256] = "", cas[8][UMAD_CA_NAME_LEN];
@@ -385,7 +409,9 @@ int rp_live_run(const struct rp_trace *t, const struct rp_side *s, const struct 
 						  cmp_cm_attr_str(m->hdr.attr_id), lo->timeout_ms);
 		d->t_trace = m->ts;
 	}
-	fprintf(stderr, "uscm-replay live: %s port %d (LID %u) played %u MAD%s of side %s to LID %u; "
+	lo->paired = l.paired;
+	if (!lo->quiet)
+		fprintf(stderr, "uscm-replay live: %s port %d (LID %u) played %u MAD%s of side %s to LID %u; "
 			"%u answer%s paired with the trace\n",
 		ca, lo->port, l.live_s_lid, l.sent, l.sent == 1 ? "" : "s", s->text, l.live_p_lid,
 		l.paired, l.paired == 1 ? "" : "s");

@@ -41,12 +41,13 @@ static uint64_t splitmix(uint64_t *x)
 	return z ^ (z >> 31);
 }
 
-/* The trace MADs a mutation may touch: CM MADs the other side sent to S. */
-static size_t candidates(const struct rp_trace *t, size_t *out)
+/* The trace MADs a mutation may touch: CM MADs the other side sent to S
+ * (the engine is S), or S's own (live: this tool plays S to the peer). */
+static size_t candidates(const struct rp_trace *t, enum rp_dir dir, size_t *out)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < t->n; i++)
-		if (t->m[i].dir == RP_TO_S && t->m[i].is_cm && t->m[i].cm_ok && t->m[i].conn >= 0)
+		if (t->m[i].dir == dir && t->m[i].is_cm && t->m[i].cm_ok && t->m[i].conn >= 0)
 			out[n++] = i;
 	return n;
 }
@@ -310,6 +311,144 @@ static void child_run(const struct rp_trace *t, const struct rp_opts *o,
 	_exit(0);
 }
 
+/* ---- against a live peer ------------------------------------------------------------ */
+
+struct live_watch {
+	uint32_t req_id;      /* the mutated REQ's comm ID as sent (0: not a REQ) */
+	int must_reject;
+	int accepted;
+	char ev[16];
+};
+
+static void live_answer(void *ctx, const struct cmp_cm_msg *cm)
+{
+	struct live_watch *w = ctx;
+	uint16_t a = cm->hdr.attr_id;
+
+	/* A REQ that must be rejected, answered with a REP or an MRA. */
+	if (w->must_reject && w->req_id && (a == UMAD_CM_ATTR_REP || a == UMAD_CM_ATTR_MRA) &&
+	    rp_cm_remote_id(cm) == w->req_id && !w->accepted) {
+		w->accepted = 1;
+		snprintf(w->ev, sizeof(w->ev), "%s", cmp_cm_attr_str(a));
+	}
+}
+
+/* One live replay of t with fresh identities; the answers paired. */
+static int live_once(const struct rp_trace *t, const struct rp_side *s, const struct rp_opts *o,
+		     const struct rp_mutate_opts *mo, uint32_t id_xor, uint32_t qpn_add,
+		     struct live_watch *w, unsigned *paired)
+{
+	struct rp_live_opts lo = mo->lo;
+	struct rp_report r;
+	int rc;
+
+	lo.quiet = 1;
+	lo.id_xor = id_xor;
+	lo.qpn_add = qpn_add;
+	lo.on_answer = w ? live_answer : NULL;
+	lo.ctx = w;
+	rp_report_init(&r, 0);
+	rc = rp_live_run(t, s, o, &lo, &r);
+	rp_report_free(&r);
+	*paired = lo.paired;
+	return rc;
+}
+
+/* S's MADs mutated, played to the live peer; after each run the unmutated
+ * trace (fresh identities) must still be answered. */
+static int mutate_live(const struct rp_trace *t, const struct rp_side *s, const struct rp_opts *o,
+		       const struct rp_mutate_opts *mo, size_t *cand, FILE *out)
+{
+	size_t nc = candidates(t, RP_FROM_S, cand);
+	unsigned paired = 0, runs = 0;
+	struct rp_report rep;
+	uint64_t x = mo->seed * 0x9E3779B97F4A7C15ull;
+
+	if (!nc) {
+		fprintf(stderr, "uscm-replay mutate --live: S sends no CM MAD to mutate\n");
+		return 2;
+	}
+	if (live_once(t, s, o, mo, (uint32_t)splitmix(&x) | 1, 0x100, NULL, &paired) < 0)
+		return 2;
+	if (!paired) {
+		fprintf(stderr, "uscm-replay mutate --live: the live peer does not answer the "
+				"unmutated trace: nothing to compare with\n");
+		return 2;
+	}
+	rp_report_init(&rep, 0);
+	if (!mo->json)
+		fprintf(out, "mutate --live: seed %" PRIu64 ", %u run%s, %zu MADs of S to mutate; "
+			     "the unmutated trace got %u answers\n",
+			mo->seed, mo->only >= 0 ? 1 : mo->count, mo->count == 1 ? "" : "s", nc, paired);
+	for (unsigned run = 0; run < mo->count || (mo->only >= 0 && run == (unsigned)mo->only);
+	     run++) {
+		struct mutation mu;
+		struct rp_trace c;
+		size_t at;
+
+		if (mo->only >= 0 && run != (unsigned)mo->only)
+			continue;
+		if (pick(t, cand, nc, mo->seed, run, mo->canary, &mu) < 0 || apply(t, &mu, &c, &at) < 0)
+			break;
+		runs++;
+		uint64_t y = mo->seed * 0x100000001B3ull + run + 1;
+		uint32_t id_xor = (uint32_t)splitmix(&y) | 1, qpn_add = 0x200 + 0x10 * (run % 4096);
+		struct live_watch w = { 0 };
+		if (at != (size_t)-1 && c.m[at].hdr.attr_id == UMAD_CM_ATTR_REQ) {
+			w.must_reject = mu.must_reject || !c.m[at].cm_ok;
+			/* As sent: XORed when it still decodes (replay_live). */
+			w.req_id = (uint32_t)cmp_bits_get(c.m[at].mad, CMP_MAD_HDR_SIZE, 0, 32);
+			if (c.m[at].cm_ok)
+				w.req_id ^= id_xor;
+		}
+		if (!mo->json)
+			fprintf(out, "run %u: %s\n", run, mu.desc);
+		size_t before = rep.n;
+		live_once(&c, s, o, mo, id_xor, qpn_add, &w, &paired);
+		free(c.m);
+		free(c.conns);
+		if (w.accepted)
+			rp_report_add(&rep, RP_D_ACCEPTED, t->m[mu.idx].frame, t->m[mu.idx].hdr.attr_id,
+				      NULL, "run %u (%s): the peer answered it with %s", run, mu.desc,
+				      w.ev);
+		if (mo->peer_pid > 0 && kill(mo->peer_pid, 0) < 0 && errno == ESRCH) {
+			rp_report_add(&rep, RP_D_CRASH, t->m[mu.idx].frame, t->m[mu.idx].hdr.attr_id,
+				      NULL, "run %u (%s): the peer process %d is gone", run, mu.desc,
+				      mo->peer_pid);
+		} else {
+			unsigned probe = 0;
+			live_once(t, s, o, mo, id_xor ^ 0x5A5A5A5A, qpn_add + 8, NULL, &probe);
+			if (!probe)
+				rp_report_add(&rep, RP_D_HANG, t->m[mu.idx].frame,
+					      t->m[mu.idx].hdr.attr_id, NULL,
+					      "run %u (%s): the peer stopped answering (the unmutated "
+					      "trace got no answer after it; a timer in the peer may "
+					      "have fired for an earlier run: replay them with --only)",
+					      run, mu.desc);
+		}
+		int dead = rep.counts[RP_D_CRASH] || rep.counts[RP_D_HANG];
+		if (!mo->json) {
+			if (rep.n == before)
+				fprintf(out, "  ok: %u answers\n", paired);
+			for (size_t k = before; k < rep.n; k++)
+				fprintf(out, "  %s: %s\n", rp_diff_kind_str(rep.d[k].kind),
+					rep.d[k].reason);
+		}
+		if (dead)
+			break; /* nothing left to talk to */
+	}
+	if (mo->json)
+		rp_report_json(&rep, out, "mutate-live", s->text);
+	else
+		fprintf(out, "mutate --live: seed %" PRIu64 ", %u run%s: crash %u, hang %u, "
+			     "accepted %u (leaks are not observable in a live peer)\n",
+			mo->seed, runs, runs == 1 ? "" : "s", rep.counts[RP_D_CRASH],
+			rep.counts[RP_D_HANG], rep.counts[RP_D_ACCEPTED]);
+	int rc = rep.n ? 1 : 0;
+	rp_report_free(&rep);
+	return rc;
+}
+
 int rp_mutate_run(const struct rp_trace *t, const struct rp_side *s, const struct rp_opts *o,
 		  const struct rp_mutate_opts *mo, FILE *out)
 {
@@ -322,12 +461,11 @@ int rp_mutate_run(const struct rp_trace *t, const struct rp_side *s, const struc
 	if (!cand)
 		return 2;
 	if (mo->live) {
-		fprintf(stderr, "uscm-replay mutate --live: not implemented (ENOSYS); mutate runs "
-				"against the in-process engine\n");
+		int rc = mutate_live(t, s, o, mo, cand, out);
 		free(cand);
-		return 2;
+		return rc;
 	}
-	nc = candidates(t, cand);
+	nc = candidates(t, RP_TO_S, cand);
 	if (!nc) {
 		fprintf(stderr, "uscm-replay mutate: the other side sends S no CM MAD to mutate\n");
 		free(cand);

@@ -23,6 +23,7 @@ struct rp_mutate_opts {
 	int json;
 	int canary;         /* a no-op mutation that claims it must be rejected:
 	                     * checks that acceptance is detected */
+	int peer_pid;       /* live: the peer's process, watched for a crash (0: none) */
 	struct rp_live_opts lo;
 };
 

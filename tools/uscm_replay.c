@@ -41,7 +41,8 @@ static void usage(FILE *out)
 		"live:   --node NAME (the fabric node to play S from; USCM_SIM_NODE), --ca NAME, --port N,\n"
 		"        --timeout-ms MS (how long to wait for each answer, 2000)\n"
 		"        --peer lid:N|ip:A.B.C.D (the live peer; default: the other sim node)\n"
-		"mutate: --seed N, --count K (runs, 20), --only I (one run), --live --node NAME,\n"
+		"mutate: --seed N, --count K (runs, 20), --only I (one run), --live --node NAME\n"
+		"        [--peer-pid PID] (S's MADs mutated, played to a live peer),\n"
 		"        --canary (each run re-sends a genuine MAD but claims it must be rejected:\n"
 		"        shows that an acceptance is detected)\n");
 }
@@ -93,7 +94,7 @@ static int list_sides(const char *path)
 int main(int argc, char **argv)
 {
 	enum { O_LISTEN = 256, O_TOL, O_TOLPCT, O_CA, O_PLT, O_MAXT, O_TW, O_NOMRA, O_ESEED,
-	       O_JSON, O_NODE, O_SEED, O_COUNT, O_ONLY, O_LIVE, O_CANAME, O_PORT, O_TMO, O_CANARY, O_PEER };
+	       O_JSON, O_NODE, O_SEED, O_COUNT, O_ONLY, O_LIVE, O_CANAME, O_PORT, O_TMO, O_CANARY, O_PEER, O_PEERPID };
 	static const struct option lopts[] = {
 		{ "side", required_argument, NULL, 's' },
 		{ "listen", required_argument, NULL, O_LISTEN },
@@ -116,6 +117,7 @@ int main(int argc, char **argv)
 		{ "live", no_argument, NULL, O_LIVE },
 		{ "canary", no_argument, NULL, O_CANARY },
 		{ "peer", required_argument, NULL, O_PEER },
+		{ "peer-pid", required_argument, NULL, O_PEERPID },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -163,6 +165,7 @@ int main(int argc, char **argv)
 		case O_LIVE: mo.live = 1; break;
 		case O_CANARY: mo.canary = 1; break;
 		case O_PEER: lo.peer = optarg; break;
+		case O_PEERPID: mo.peer_pid = atoi(optarg); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
