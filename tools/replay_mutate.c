@@ -380,14 +380,13 @@ static int mutate_live(const struct rp_trace *t, const struct rp_side *s, const 
 		fprintf(out, "mutate --live: seed %" PRIu64 ", %u run%s, %zu MADs of S to mutate; "
 			     "the unmutated trace got %u answers\n",
 			mo->seed, mo->only >= 0 ? 1 : mo->count, mo->count == 1 ? "" : "s", nc, paired);
-	for (unsigned run = 0; run < mo->count || (mo->only >= 0 && run == (unsigned)mo->only);
-	     run++) {
+	unsigned first = mo->only >= 0 ? (unsigned)mo->only : 0;
+	unsigned end = mo->only >= 0 ? first + 1 : mo->count;
+	for (unsigned run = first; run < end; run++) {
 		struct mutation mu;
 		struct rp_trace c;
 		size_t at;
 
-		if (mo->only >= 0 && run != (unsigned)mo->only)
-			continue;
 		if (pick(t, cand, nc, mo->seed, run, mo->canary, &mu) < 0 || apply(t, &mu, &c, &at) < 0)
 			break;
 		runs++;
@@ -475,15 +474,14 @@ int rp_mutate_run(const struct rp_trace *t, const struct rp_side *s, const struc
 	if (!mo->json)
 		fprintf(out, "mutate: seed %" PRIu64 ", %u run%s, %zu MADs to mutate\n", mo->seed,
 			mo->only >= 0 ? 1 : mo->count, mo->count == 1 ? "" : "s", nc);
-	for (unsigned run = 0; run < mo->count || (mo->only >= 0 && run == (unsigned)mo->only);
-	     run++) {
+	unsigned first = mo->only >= 0 ? (unsigned)mo->only : 0;
+	unsigned end = mo->only >= 0 ? first + 1 : mo->count;
+	for (unsigned run = first; run < end; run++) {
 		struct mutation mu;
 		int pfd[2], st = 0;
 		struct outcome oc;
 		pid_t pid;
 
-		if (mo->only >= 0 && run != (unsigned)mo->only)
-			continue;
 		if (pick(t, cand, nc, mo->seed, run, mo->canary, &mu) < 0 || pipe(pfd) < 0)
 			break;
 		runs++;
