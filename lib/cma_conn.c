@@ -56,6 +56,9 @@ struct cma_id *cma_id_alloc_locked(struct cma_chan *c, void *context, enum rdma_
 	id->psn = (uint32_t)cma_random() & 0xFFFFFF;
 	id->backlog = CMA_DEFAULT_BACKLOG;
 	id->next = g.ids;
+	if (g.ids)
+		g.ids->pprev = &id->next;
+	id->pprev = &g.ids;
 	g.ids = id;
 	return id;
 }
@@ -132,11 +135,10 @@ static void cma_id_detach_locked(struct cma_id *id)
 void cma_id_free_locked(struct cma_id *id)
 {
 	cma_id_detach_locked(id);
-	for (struct cma_id **pp = &g.ids; *pp; pp = &(*pp)->next)
-		if (*pp == id) {
-			*pp = id->next;
-			break;
-		}
+	cma_bind_release(id);
+	*id->pprev = id->next;
+	if (id->next)
+		id->next->pprev = id->pprev;
 	if (id->sync)
 		cma_chan_free(id->chan);
 	cma_addrinfo_release(id);
@@ -803,7 +805,7 @@ CMA_EXPORT int rdma_listen(struct rdma_cm_id *cm_id, int backlog)
 		return cma_fail(EINVAL);
 	pthread_mutex_lock(&g.lock);
 	if (id->state == ST_LISTEN) {
-		id->backlog = backlog > 0 && backlog < CMA_DEFAULT_BACKLOG ? backlog : CMA_DEFAULT_BACKLOG;
+		id->backlog = backlog > 0 && backlog < g.max_backlog ? backlog : g.max_backlog;
 		pthread_mutex_unlock(&g.lock);
 		return 0;
 	}
@@ -852,7 +854,7 @@ CMA_EXPORT int rdma_listen(struct rdma_cm_id *cm_id, int backlog)
 		pthread_mutex_unlock(&g.lock);
 		return cma_fail(err);
 	}
-	id->backlog = backlog > 0 && backlog < CMA_DEFAULT_BACKLOG ? backlog : CMA_DEFAULT_BACKLOG;
+	id->backlog = backlog > 0 && backlog < g.max_backlog ? backlog : g.max_backlog;
 	id->state = ST_LISTEN;
 	cma_kick();
 	pthread_mutex_unlock(&g.lock);

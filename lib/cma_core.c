@@ -177,6 +177,10 @@ int cma_init_locked(void)
 		g.settings.timewait_ns = (cmp_time)v * 1000000u;
 	g.path_cache_ns = (uint64_t)env_long("USCM_PATH_CACHE_MS", 60000) * 1000000u;
 	g.sa_timeout_min_ms = (int)env_long("USCM_SA_TIMEOUT_MIN_MS", 100);
+	/* The kernel ucma's net.rdma_ucm.max_backlog (1024). */
+	g.max_backlog = (int)env_long("USCM_MAX_BACKLOG", CMA_DEFAULT_BACKLOG);
+	if (g.max_backlog <= 0)
+		g.max_backlog = CMA_DEFAULT_BACKLOG;
 	g.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (g.wake_fd < 0)
 		return -1;

@@ -163,10 +163,12 @@ enum cma_state {
 struct cma_id {
 	struct rdma_cm_id id;       /* first: the user's pointer */
 	struct cma_id *next;        /* g.ids */
+	struct cma_id **pprev;      /* what points at it in g.ids: O(1) unlink */
 	struct cma_chan *chan;
 	int sync;                   /* NULL channel: calls block */
 	enum cma_state state;
 	int bound;                  /* holds its port in the bind table */
+	uint16_t bind_port;         /* the port it is counted under while bound */
 	int destroying;
 	struct cma_port *port;      /* device port, once bound / resolved */
 	/* options */
@@ -225,6 +227,7 @@ struct cma_global {
 	struct cmp_settings settings;
 	int sa_timeout_min_ms;
 	uint64_t path_cache_ns;
+	int max_backlog; /* rdma_listen's cap (USCM_MAX_BACKLOG) */
 };
 extern struct cma_global g;
 

@@ -407,6 +407,9 @@ int main(int argc, char **argv)
 	if (sim_start())
 		return 1;
 	atexit(sim_down);
+	/* N concurrent REQs queue up to N CONNECT_REQUESTs on the server: lift
+	 * the listen backlog cap (the kernel's net.rdma_ucm.max_backlog). */
+	setenv("USCM_MAX_BACKLOG", "1048576", 0);
 
 	struct bench_run u[MAX_NS], t[MAX_NS], us = { 0 }, ts = { 0 };
 	int fail = 0;

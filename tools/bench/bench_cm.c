@@ -70,14 +70,16 @@ static void sin_of(struct sockaddr_in *s, const char *ip, int port)
 
 int bench_cm_server(const struct bench_opts *o)
 {
-	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_event_channel *ch;
 	struct rdma_cm_id *lid = NULL;
 	struct sockaddr_in a;
 	size_t est = 0, gone = 0;
 
+	bench_raise_nofile(); /* a sim QP is a socket */
+	ch = rdma_create_event_channel();
 	sin_of(&a, o->dst, o->port);
 	if (!ch || rdma_create_id(ch, &lid, NULL, RDMA_PS_TCP) || rdma_bind_addr(lid, (struct sockaddr *)&a) ||
-	    rdma_listen(lid, 0)) {
+	    rdma_listen(lid, 65535)) {
 		perror("cm-server: listen");
 		return 1;
 	}
@@ -190,6 +192,8 @@ static int async_step(struct cm_client *c, const char *name, step_start fn, enum
 		enum rdma_cm_event_type t = ev->event;
 		int st = ev->status;
 		rdma_ack_cm_event(ev);
+		if (t == RDMA_CM_EVENT_TIMEWAIT_EXIT)
+			continue; /* an earlier connection's QP left TimeWait (cmtime ignores it too) */
 		if (t != want) {
 			fprintf(stderr, "cm-client: %s %zu: %s (status %d)\n", name, i, rdma_event_str(t), st);
 			return -1;
@@ -265,6 +269,7 @@ int bench_cm_client(const struct bench_opts *o)
 
 	if (!c.n)
 		return 1;
+	bench_raise_nofile();
 	c.ch = rdma_create_event_channel();
 	c.ids = calloc(c.n, sizeof(*c.ids));
 	c.start = calloc(c.n, sizeof(double));
