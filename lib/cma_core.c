@@ -565,6 +565,22 @@ void cma_event_pdata(struct cma_event *e, const uint8_t *p, size_t len)
 	e->ev.param.conn.private_data_len = (uint8_t)len;
 }
 
+/* Counts e for the ids it names (see cma_id.nev). */
+static void ev_count(struct cma_event *e, int up)
+{
+	struct cma_id *ids[2] = { e->owner, e->ev.id ? cma_id_of(e->ev.id) : NULL };
+
+	if (ids[1] == ids[0])
+		ids[1] = NULL;
+	for (int i = 0; i < 2; i++)
+		if (ids[i]) {
+			if (up)
+				ids[i]->nev++;
+			else if (ids[i]->nev)
+				ids[i]->nev--;
+		}
+}
+
 void cma_event_queue(struct cma_event *e)
 {
 	struct cma_id *owner;
@@ -585,6 +601,7 @@ void cma_event_queue(struct cma_event *e)
 	else
 		c->head = e;
 	c->tail = e;
+	ev_count(e, 1);
 	if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST)
 		owner->backlog_used++;
 	cma_chan_update(c);
@@ -597,13 +614,14 @@ void cma_purge_events(struct cma_id *id)
 	struct cma_chan *c = id->chan;
 	struct cma_event **pp, *e, *orphans = NULL;
 
-	if (!c)
+	if (!c || !id->nev)
 		return;
 	pp = &c->head;
 	c->tail = NULL;
 	while ((e = *pp)) {
 		if (e->owner == id || e->ev.id == &id->id) {
 			*pp = e->next;
+			ev_count(e, 0);
 			if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->owner == id &&
 			    e->ev.id != &id->id) {
 				/* Its new id was never seen: free it after the walk
@@ -643,6 +661,7 @@ CMA_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma
 			if (!c->head)
 				c->tail = NULL;
 			e->next = NULL;
+			ev_count(e, 0);
 			e->owner->events_out++;
 			if (e->mc)
 				e->mc->events_out++;

@@ -169,6 +169,9 @@ struct cma_id {
 	enum cma_state state;
 	int bound;                  /* holds its port in the bind table */
 	uint16_t bind_port;         /* the port it is counted under while bound */
+	unsigned nev;               /* queued events naming it (owner or ev.id); never
+				     * under-counts, so 0 lets cma_purge_events skip the
+				     * channel walk (O(queue) per destroy otherwise) */
 	int destroying;
 	struct cma_port *port;      /* device port, once bound / resolved */
 	/* options */

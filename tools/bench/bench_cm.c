@@ -73,7 +73,7 @@ int bench_cm_server(const struct bench_opts *o)
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *lid = NULL;
 	struct sockaddr_in a;
-	size_t est = 0, gone = 0;
+	size_t est = 0, gone = 0, accepted = 0, odd = 0;
 
 	bench_raise_nofile(); /* a sim QP is a socket */
 	ch = rdma_create_event_channel();
@@ -100,8 +100,10 @@ int bench_cm_server(const struct bench_opts *o)
 			struct rdma_conn_param p = { .responder_resources = 1, .initiator_depth = 1,
 						     .rnr_retry_count = 7 };
 			rdma_ack_cm_event(ev);
+			/* Without QPs, each connection still needs its own QPN: the CM
+			 * rejects a REP whose QPN is in use (stale connection). */
 			if (o->no_qp)
-				p.qp_num = 0x100 + (uint32_t)(est & 0xFFFF);
+				p.qp_num = 0x800000 + (uint32_t)(accepted++ & 0x7FFFFF);
 			else if (make_qp(id)) {
 				perror("cm-server: create qp");
 				return 1;
@@ -120,7 +122,7 @@ int bench_cm_server(const struct bench_opts *o)
 				rdma_destroy_qp(id);
 			rdma_destroy_id(id);
 			gone++;
-		} else {
+		} else if (t != RDMA_CM_EVENT_TIMEWAIT_EXIT && odd++ < 5) {
 			fprintf(stderr, "cm-server: %s\n", rdma_event_str(t));
 		}
 	}
@@ -194,6 +196,14 @@ static int async_step(struct cm_client *c, const char *name, step_start fn, enum
 		rdma_ack_cm_event(ev);
 		if (t == RDMA_CM_EVENT_TIMEWAIT_EXIT)
 			continue; /* an earlier connection's QP left TimeWait (cmtime ignores it too) */
+		if (t == RDMA_CM_EVENT_CONNECT_RESPONSE && want == RDMA_CM_EVENT_ESTABLISHED && c->o->no_qp) {
+			/* No QP: the REP comes to the user, whose rdma_establish sends the RTU. */
+			if (rdma_establish(c->ids[i])) {
+				fprintf(stderr, "cm-client: establish %zu: %s\n", i, strerror(errno));
+				return -1;
+			}
+			t = want;
+		}
 		if (t != want) {
 			fprintf(stderr, "cm-client: %s %zu: %s (status %d)\n", name, i, rdma_event_str(t), st);
 			return -1;
@@ -245,7 +255,7 @@ static int do_connect(struct cm_client *c, size_t i)
 				     .rnr_retry_count = 7 };
 
 	if (c->o->no_qp)
-		p.qp_num = 0x100 + (uint32_t)(i & 0xFFFF);
+		p.qp_num = 0x100 + (uint32_t)(i & 0x7FFFFF);
 	return rdma_connect(c->ids[i], &p);
 }
 
