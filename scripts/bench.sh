@@ -3,11 +3,12 @@
 #   scripts/bench.sh [OUTDIR]        (default bench-results/<UTC time>)
 #
 #  machine.txt          nproc, CPU model, kernel, load at the start
-#  uscm-bench.txt/.csv  uscm vs TCP loopback, N = 1000 and 10000 concurrent,
+#  uscm-bench.txt/.csv  uscm vs TCP loopback, N = 100, 1000, 3000, 10000 concurrent,
 #                       1000 serial (latency), MAD round trip, engine ceiling
 #  uscm-bench.png       latency and rate against N (gnuplot)
-#  scale.txt/.csv       per-connection cost from 1k to 25k connections, no QPs,
-#                       1000 in flight (see docs/performance.md for 100k)
+#  scale.txt/.csv       per-connection cost from 1k to 100k connections held by
+#                       one server process (4 client processes on 4 nodes: one
+#                       process has 28k ephemeral ports), no QPs, 1000 in flight
 #  cmtime.txt           Debian's unmodified `cmtime -c 1000` over uscm's
 #                       librdmacm on the simulated fabric
 #  perf-10k.txt         (with PROFILE=1) perf report of a 10k uscm run
@@ -33,12 +34,12 @@ need cmtime rdmacm-utils
 	echo "load:   $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$out/machine.txt"
 
-echo "== uscm-bench: 1000 and 10000 concurrent, 1000 serial" >&2
-"$B/bin/uscm-bench" -n 1000,10000 -s 1000 --mad 5000 --engine 20000 \
+echo "== uscm-bench: 100..10000 concurrent, 1000 serial" >&2
+"$B/bin/uscm-bench" -n 100,1000,3000,10000 -s 1000 --mad 5000 --engine 20000 \
 	--csv "$out/uscm-bench.csv" --plot "$out/uscm-bench.png" | tee "$out/uscm-bench.txt"
 
-echo "== scale: 1k..25k connections, no QPs, 1000 in flight" >&2
-"$B/bin/uscm-bench" -n 1000,10000,25000 --no-qp -w 1000 -s 0 --mad 0 --engine 0 --no-tcp \
+echo "== scale: 1k..100k connections to one server, 4 client processes, no QPs, 1000 in flight" >&2
+"$B/bin/uscm-bench" -n 1000,10000,100000 --clients 4 --no-qp -w 250 -s 0 --mad 0 --engine 0 --no-tcp \
 	--csv "$out/scale.csv" | tee "$out/scale.txt"
 
 echo "== Debian's cmtime -c 1000 on the fabric" >&2
@@ -60,6 +61,7 @@ if [ "${PROFILE:-0}" = 1 ]; then
 	echo "== perf: a 10k uscm run" >&2
 	perf record -F 999 -g -o "$out/perf.data" -- "$B/bin/uscm-bench" -n 10000 -s 0 --mad 0 --engine 0 \
 		--no-tcp >/dev/null 2>&1
-	perf report -i "$out/perf.data" --no-children --sort comm,dso,sym 2>/dev/null | head -80 > "$out/perf-10k.txt"
+	perf report -i "$out/perf.data" --no-children --sort comm,dso,sym > "$out/perf-report.txt" 2>/dev/null || true
+	sed -n 1,80p "$out/perf-report.txt" > "$out/perf-10k.txt"
 fi
 echo "results in $out" >&2

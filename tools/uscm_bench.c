@@ -6,7 +6,7 @@
  * round trip, the protocol engine's in-process ceiling (uscm-bench-engine),
  * heap per established connection and the SA queries a run cost.
  *
- * usage: uscm-bench [-n N[,N...]] [-w WINDOW] [-s SERIAL] [--no-qp] [--no-tcp]
+ * usage: uscm-bench [-n N[,N...]] [-w WINDOW] [-s SERIAL] [--no-qp] [--no-tcp] [--clients P]
  *                   [--mad M] [--engine K] [--csv FILE] [--plot FILE.png]
  *
  * It starts its own 2-node fabric (build/bin/uscm-sim) and runs every side
@@ -33,6 +33,7 @@
 static char bindir[PATH_MAX], simdir[PATH_MAX];
 static const char *link_kind = "ib";
 static int sim_up;
+static int nclients = 1; /* --clients: uscm client processes, each on its own node */
 
 static const char *const step_order[] = { "create_id", "bind", "resolve_addr", "resolve_route",
 					  "create_qp", "connect", "established", "disconnect",
@@ -138,8 +139,8 @@ static int sim_start(void)
 		return -1;
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
 	setenv("USCM_SIM_WATCH_PID", pid, 1);
-	snprintf(cmd, sizeof(cmd), "'%s/uscm-sim' start --dir '%s/f' --nodes 2 --link %s 2>&1", bindir,
-		 simdir, link_kind);
+	snprintf(cmd, sizeof(cmd), "'%s/uscm-sim' start --dir '%s/f' --nodes %d --link %s 2>&1", bindir,
+		 simdir, 1 + nclients, link_kind);
 	if (sh(out, sizeof(out), cmd)) {
 		fprintf(stderr, "uscm-bench: uscm-sim start failed:\n%s", out);
 		return -1;
@@ -194,12 +195,43 @@ static void read_figures(FILE *f, struct bench_run *r)
 		bench_parse_line(r, line);
 }
 
+/* Folds client k's figures into the run: counts add up, walls and extremes
+ * are the slowest / widest client's, percentiles are weighted by count (an
+ * approximation: the clients' samples are not pooled). */
+static void merge_run(struct bench_run *r, const struct bench_run *k)
+{
+	if (!r->nsteps) {
+		memcpy(r->steps, k->steps, sizeof(r->steps));
+		r->nsteps = k->nsteps;
+		r->heap_per_conn = k->heap_per_conn;
+		return;
+	}
+	for (int i = 0; i < k->nsteps; i++) {
+		const struct bench_stat *b = &k->steps[i];
+		struct bench_stat *a = NULL;
+		for (int j = 0; j < r->nsteps; j++)
+			if (!strcmp(r->steps[j].name, b->name))
+				a = &r->steps[j];
+		if (!a || !b->n)
+			continue;
+		double wa = (double)a->n, wb = (double)b->n;
+		a->p50 = (a->p50 * wa + b->p50 * wb) / (wa + wb);
+		a->p99 = (a->p99 * wa + b->p99 * wb) / (wa + wb);
+		a->min = a->min < b->min ? a->min : b->min;
+		a->max = a->max > b->max ? a->max : b->max;
+		a->total_us = a->total_us > b->total_us ? a->total_us : b->total_us;
+		a->n += b->n;
+		a->valid = 1;
+	}
+	r->heap_per_conn = (r->heap_per_conn + k->heap_per_conn) / 2;
+}
+
 static int run_pair(struct bench_run *r, int tcp, size_t n, size_t window, int no_qp)
 {
 	static int port_seq;
 	char sn[32], sw[32], sp[32];
 	char line[256];
-	struct child srv, cli;
+	struct child srv;
 	int port, rc;
 	long q0 = 0;
 
@@ -228,12 +260,30 @@ static int run_pair(struct bench_run *r, int tcp, size_t n, size_t window, int n
 		q0 = sa_queries();
 	}
 	snprintf(sp, sizeof(sp), "%d", port);
-	char *ca[] = { "--role", tcp ? "tcp-client" : "cm-client", "-n", sn, "-w", sw, "--port", sp, "--dst",
-		       tcp ? "127.0.0.1" : "127.10.0.2", no_qp && !tcp ? "--no-qp" : NULL, NULL };
-	if (spawn(&cli, tcp ? NULL : "node1", ca))
-		return -1;
-	read_figures(cli.out, r);
-	rc = finish(&cli, 60);
+	/* Several clients: node1, node3, node4, ... (node2 serves), n split. */
+	int nc = tcp ? 1 : nclients;
+	struct child cl[16];
+	rc = 0;
+	for (int k = 0; k < nc; k++) {
+		char kn[32], node[16], src[32];
+		int id = k == 0 ? 1 : k + 2;
+		snprintf(kn, sizeof(kn), "%zu", n / (size_t)nc + (k == 0 ? n % (size_t)nc : 0));
+		snprintf(node, sizeof(node), "node%d", id);
+		snprintf(src, sizeof(src), "127.10.0.%d", id);
+		char *ca[] = { "--role", tcp ? "tcp-client" : "cm-client", "-n", nc > 1 ? kn : sn, "-w", sw,
+			       "--port", sp, "--dst", tcp ? "127.0.0.1" : "127.10.0.2", "--src", src,
+			       no_qp && !tcp ? "--no-qp" : NULL, NULL };
+		if (spawn(&cl[k], tcp ? NULL : node, ca))
+			return -1;
+	}
+	for (int k = 0; k < nc; k++) {
+		struct bench_run one;
+		memset(&one, 0, sizeof(one));
+		read_figures(cl[k].out, &one);
+		merge_run(r, &one);
+		int c = finish(&cl[k], 60);
+		rc = rc ? rc : c;
+	}
 	int src = finish(&srv, 60);
 	if (!tcp) {
 		long q1 = sa_queries();
@@ -347,6 +397,8 @@ static void usage(void)
 		"  -s       also SERIAL connections one at a time: the latency figures (default 200, 0: off)\n"
 		"  --no-qp  connect without QPs (rdma_connect with qp_num): the CM alone, past the\n"
 		"           sim's per-node QP/fd limits\n"
+		"  --clients P  uscm clients in P processes on P nodes (node1, node3, ...), N split\n"
+		"           between them: past one process's 28k ephemeral ports\n"
 		"  --mad    raw MAD round trips (default 1000, 0: off)\n"
 		"  --engine in-process engine handshakes (default 20000, 0: off)\n");
 }
@@ -360,6 +412,7 @@ int main(int argc, char **argv)
 		{ "engine", required_argument, NULL, 'E' }, { "csv", required_argument, NULL, 'C' },
 		{ "plot", required_argument, NULL, 'G' }, { "link", required_argument, NULL, 'L' },
 		{ "window", required_argument, NULL, 'w' }, { "serial", required_argument, NULL, 's' },
+		{ "clients", required_argument, NULL, 'K' }, { "src", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },       { 0 },
 	};
 	struct bench_opts o = { .n = 1000, .dst = "127.10.0.2" };
@@ -379,6 +432,12 @@ int main(int argc, char **argv)
 		case 'C': csv = optarg; break;
 		case 'G': plot = optarg; break;
 		case 'L': link_kind = optarg; break;
+		case 'K':
+			nclients = atoi(optarg);
+			if (nclients < 1 || nclients > 16)
+				nclients = 1;
+			break;
+		case 'S': o.src = optarg; break;
 		case 'w': o.window = strtoul(optarg, NULL, 0); break;
 		case 's': serial = strtoul(optarg, NULL, 0); break;
 		case 'n':
@@ -421,8 +480,9 @@ int main(int argc, char **argv)
 	}
 	if (cf)
 		bench_csv_header(cf);
-	printf("uscm-bench: %s fabric, 2 nodes; uscm client node1 -> server node2%s; TCP 127.0.0.1\n\n",
-	       link_kind, o.no_qp ? " (no QPs)" : "");
+	printf("uscm-bench: %s fabric, %d nodes; uscm client%s node1%s -> server node2%s; TCP 127.0.0.1\n\n",
+	       link_kind, 1 + nclients, nclients > 1 ? "s" : "", nclients > 1 ? ",node3.." : "",
+	       o.no_qp ? " (no QPs)" : "");
 	for (int i = 0; i < nn; i++) {
 		fprintf(stderr, "uscm-bench: N=%zu uscm\n", ns[i]);
 		fail |= run_pair(&u[i], 0, ns[i], o.window, o.no_qp) != 0;

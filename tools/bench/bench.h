@@ -53,6 +53,7 @@ struct bench_opts {
 	int port;        /* server port (TCP: 0 = the server picks one) */
 	int no_qp;       /* connections without QPs (rdma_connect with qp_num) */
 	const char *dst; /* server address */
+	const char *src; /* client address (its sim node's name address) */
 	int quiet;
 };
 int bench_cm_server(const struct bench_opts *o);

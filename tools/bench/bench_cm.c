@@ -230,7 +230,7 @@ static int do_bind(struct cm_client *c, size_t i)
 {
 	struct sockaddr_in a;
 
-	sin_of(&a, "127.10.0.1", 0);
+	sin_of(&a, c->o->src ? c->o->src : "127.10.0.1", 0);
 	return rdma_bind_addr(c->ids[i], (struct sockaddr *)&a);
 }
 
