@@ -125,7 +125,7 @@ static void cma_id_detach_locked(struct cma_id *id)
 		cmp_conn_destroy(id->port->eng, id->conn, cma_now());
 		id->conn = NULL;
 		cma_port_flush(id->port);
-		cma_kick();
+		cma_kick_timers();
 	}
 	cma_purge_events(id);
 }
@@ -725,7 +725,7 @@ CMA_EXPORT int rdma_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *pa
 	}
 	id->state = ST_CONNECT;
 	cma_port_flush(id->port);
-	cma_kick();
+	cma_kick_timers();
 	pthread_mutex_unlock(&g.lock);
 	return cma_sync_wait(id);
 }
@@ -746,7 +746,7 @@ CMA_EXPORT int rdma_establish(struct rdma_cm_id *cm_id)
 	} else {
 		id->state = ST_ESTABLISHED;
 		cma_port_flush(id->port);
-		cma_kick();
+		cma_kick_timers();
 	}
 	pthread_mutex_unlock(&g.lock);
 	return rc;
@@ -974,7 +974,7 @@ CMA_EXPORT int rdma_accept(struct rdma_cm_id *cm_id, struct rdma_conn_param *par
 	}
 	id->state = ST_ACCEPTED;
 	cma_port_flush(id->port);
-	cma_kick();
+	cma_kick_timers();
 	pthread_mutex_unlock(&g.lock);
 	return cma_sync_wait(id);
 }
@@ -1001,7 +1001,7 @@ static int reject_common(struct rdma_cm_id *cm_id, const void *pdata, uint8_t le
 	} else {
 		id->state = ST_ERROR;
 		cma_port_flush(id->port);
-		cma_kick();
+		cma_kick_timers();
 	}
 	pthread_mutex_unlock(&g.lock);
 	return rc;
@@ -1066,7 +1066,7 @@ CMA_EXPORT int rdma_disconnect(struct rdma_cm_id *cm_id)
 	}
 	id->disconnect_called = 1;
 	cma_port_flush(id->port);
-	cma_kick();
+	cma_kick_timers();
 	pthread_mutex_unlock(&g.lock);
 	/* A synchronous id waits for its DISCONNECTED event. */
 	if (id->sync && sent)

@@ -249,6 +249,34 @@ void cma_kick(void)
 	}
 }
 
+/* What the progress thread sleeps to, set under g.lock just before its
+ * ppoll: every API call used to wake it to re-arm its timeout, a context
+ * switch per rdma_connect / rdma_accept / rdma_disconnect. */
+static int progress_sleeping;
+static cmp_time progress_until;
+
+void cma_kick_timers(void)
+{
+	cmp_time next = CMP_TIME_NEVER;
+
+	if (!progress_sleeping) {
+		cma_kick();
+		return;
+	}
+	for (int d = 0; d < g.ndevs; d++)
+		for (int i = 0; i < g.devs[d].nports; i++) {
+			struct cma_port *p = &g.devs[d].ports[i];
+			cmp_time e = p->eng ? cmp_engine_get_expiry(p->eng) : CMP_TIME_NEVER;
+
+			if (e < next)
+				next = e;
+		}
+	if (next < progress_until) {
+		progress_until = next;
+		cma_kick();
+	}
+}
+
 void cma_port_flush(struct cma_port *p)
 {
 	struct cmp_tx tx;
@@ -327,6 +355,8 @@ static void *progress_main(void *arg)
 			ts.tv_nsec = (long)(d % 1000000000u);
 			tsp = &ts;
 		}
+		progress_sleeping = 1;
+		progress_until = next;
 		pthread_mutex_unlock(&g.lock);
 		if (ppoll(fds, (nfds_t)n, tsp, NULL) < 0 && errno != EINTR) {
 			/* Nothing sensible to do but retry after a pause. */
@@ -334,6 +364,7 @@ static void *progress_main(void *arg)
 			nanosleep(&pause, NULL);
 		}
 		pthread_mutex_lock(&g.lock);
+		progress_sleeping = 0;
 		if (fds[0].revents & POLLIN) {
 			uint64_t v;
 			if (read(g.wake_fd, &v, sizeof(v)) < 0) {

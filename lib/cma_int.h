@@ -238,7 +238,11 @@ extern struct cma_global g;
 int cma_init_locked(void);        /* 0, or -1 with errno (ENODEV: no device) */
 cmp_time cma_now(void);
 uint64_t cma_random(void);
-void cma_kick(void);              /* wake the progress thread */
+void cma_kick(void);
+/* cma_kick only when an engine timer now falls before the deadline the
+ * progress thread sleeps to (g.lock held): connect/accept/disconnect need
+ * no wake-up of their own otherwise. */
+void cma_kick_timers(void);              /* wake the progress thread */
 int cma_port_open(struct cma_port *p); /* the CM agent; 0 or -1/errno (message printed) */
 void cma_port_flush(struct cma_port *p); /* drain engine tx + events */
 struct cma_port *cma_port_of_gid(const uint8_t gid[16], int *gid_index);
