@@ -195,37 +195,6 @@ static void read_figures(FILE *f, struct bench_run *r)
 		bench_parse_line(r, line);
 }
 
-/* Folds client k's figures into the run: counts add up, walls and extremes
- * are the slowest / widest client's, percentiles are weighted by count (an
- * approximation: the clients' samples are not pooled). */
-static void merge_run(struct bench_run *r, const struct bench_run *k)
-{
-	if (!r->nsteps) {
-		memcpy(r->steps, k->steps, sizeof(r->steps));
-		r->nsteps = k->nsteps;
-		r->heap_per_conn = k->heap_per_conn;
-		return;
-	}
-	for (int i = 0; i < k->nsteps; i++) {
-		const struct bench_stat *b = &k->steps[i];
-		struct bench_stat *a = NULL;
-		for (int j = 0; j < r->nsteps; j++)
-			if (!strcmp(r->steps[j].name, b->name))
-				a = &r->steps[j];
-		if (!a || !b->n)
-			continue;
-		double wa = (double)a->n, wb = (double)b->n;
-		a->p50 = (a->p50 * wa + b->p50 * wb) / (wa + wb);
-		a->p99 = (a->p99 * wa + b->p99 * wb) / (wa + wb);
-		a->min = a->min < b->min ? a->min : b->min;
-		a->max = a->max > b->max ? a->max : b->max;
-		a->total_us = a->total_us > b->total_us ? a->total_us : b->total_us;
-		a->n += b->n;
-		a->valid = 1;
-	}
-	r->heap_per_conn = (r->heap_per_conn + k->heap_per_conn) / 2;
-}
-
 static int run_pair(struct bench_run *r, int tcp, size_t n, size_t window, int no_qp)
 {
 	static int port_seq;
@@ -280,7 +249,7 @@ static int run_pair(struct bench_run *r, int tcp, size_t n, size_t window, int n
 		struct bench_run one;
 		memset(&one, 0, sizeof(one));
 		read_figures(cl[k].out, &one);
-		merge_run(r, &one);
+		bench_merge_run(r, &one);
 		int c = finish(&cl[k], 60);
 		rc = rc ? rc : c;
 	}
@@ -332,41 +301,6 @@ static int run_engine(size_t k, double *ns, double *bytes)
 	if (!p)
 		return -1;
 	return sscanf(p, " %*d %lf %*f %lf", ns, bytes) == 2 ? 0 : -1;
-}
-
-static void write_plot(const char *png, struct bench_run *u, struct bench_run *t, int nn)
-{
-	char dat[PATH_MAX], cmd[PATH_MAX * 2];
-	FILE *f, *g;
-
-	snprintf(dat, sizeof(dat), "%s.dat", png);
-	f = fopen(dat, "w");
-	if (!f)
-		return;
-	fprintf(f, "# n uscm_us_per_conn uscm_conn_s tcp_us_per_conn tcp_conn_s uscm_p50 tcp_p50\n");
-	for (int i = 0; i < nn; i++) {
-		const struct bench_stat *us = bench_step(&u[i], "established");
-		const struct bench_stat *ts = bench_step(&t[i], "established");
-		fprintf(f, "%zu %.3f %.0f %.3f %.0f %.1f %.1f\n", u[i].n, us ? us->total_us / (double)us->n : 0,
-			bench_rate(&u[i]), ts ? ts->total_us / (double)ts->n : 0, bench_rate(&t[i]),
-			us ? us->p50 : 0, ts ? ts->p50 : 0);
-	}
-	fclose(f);
-	snprintf(cmd, sizeof(cmd), "gnuplot 2>&1");
-	g = popen(cmd, "w");
-	if (!g) {
-		fprintf(stderr, "uscm-bench: gnuplot: %s\n", strerror(errno));
-		return;
-	}
-	fprintf(g,
-		"set terminal png size 1000,600\nset output '%s'\nset logscale x\nset xlabel 'connections N (concurrent)'\n"
-		"set ylabel 'setup cost, us per connection'\nset y2label 'connections/s'\nset y2tics\nset ytics nomirror\n"
-		"set key top left\nset grid\nset title 'uscm (simulated fabric) vs TCP loopback: connection setup'\n"
-		"plot '%s' u 1:2 w lp t 'uscm us/conn', '%s' u 1:4 w lp t 'TCP us/conn', "
-		"'%s' u 1:3 axes x1y2 w lp t 'uscm conn/s', '%s' u 1:5 axes x1y2 w lp t 'TCP conn/s'\n",
-		png, dat, dat, dat, dat);
-	if (pclose(g))
-		fprintf(stderr, "uscm-bench: gnuplot failed (is it installed? scripts/bench.sh installs it)\n");
 }
 
 static int role_main(const char *role, const struct bench_opts *o)
@@ -567,6 +501,6 @@ int main(int argc, char **argv)
 	if (cf)
 		fclose(cf);
 	if (plot)
-		write_plot(plot, u, t, nn);
+		bench_write_plot(plot, u, t, nn);
 	return fail;
 }

@@ -81,7 +81,11 @@ double bench_rate(const struct bench_run *r);
 /* Parses one role output line into r; returns 1 when it was a figure. */
 int bench_parse_line(struct bench_run *r, const char *line);
 
+/* Folds one client's figures into a run of several clients. */
+void bench_merge_run(struct bench_run *r, const struct bench_run *k);
+
 void bench_print_run(FILE *f, const struct bench_run *r);
+void bench_write_plot(const char *png, const struct bench_run *u, const struct bench_run *t, int nn);
 void bench_csv_header(FILE *f);
 void bench_csv_run(FILE *f, const struct bench_run *r, const char *mode);
 

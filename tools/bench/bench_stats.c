@@ -168,3 +168,34 @@ void bench_csv_run(FILE *f, const struct bench_run *r, const char *mode)
 			s->p99, s->max, bench_rate(r));
 	}
 }
+
+/* Folds client k's figures into the run: counts add up, walls and extremes
+ * are the slowest / widest client's, percentiles are weighted by count (an
+ * approximation: the clients' samples are not pooled). */
+void bench_merge_run(struct bench_run *r, const struct bench_run *k)
+{
+	if (!r->nsteps) {
+		memcpy(r->steps, k->steps, sizeof(r->steps));
+		r->nsteps = k->nsteps;
+		r->heap_per_conn = k->heap_per_conn;
+		return;
+	}
+	for (int i = 0; i < k->nsteps; i++) {
+		const struct bench_stat *b = &k->steps[i];
+		struct bench_stat *a = NULL;
+		for (int j = 0; j < r->nsteps; j++)
+			if (!strcmp(r->steps[j].name, b->name))
+				a = &r->steps[j];
+		if (!a || !b->n)
+			continue;
+		double wa = (double)a->n, wb = (double)b->n;
+		a->p50 = (a->p50 * wa + b->p50 * wb) / (wa + wb);
+		a->p99 = (a->p99 * wa + b->p99 * wb) / (wa + wb);
+		a->min = a->min < b->min ? a->min : b->min;
+		a->max = a->max > b->max ? a->max : b->max;
+		a->total_us = a->total_us > b->total_us ? a->total_us : b->total_us;
+		a->n += b->n;
+		a->valid = 1;
+	}
+	r->heap_per_conn = (r->heap_per_conn + k->heap_per_conn) / 2;
+}
