@@ -351,11 +351,37 @@ static void set_sgid(struct cma_id *id, int gid_index)
 
 /* ---- the bind table ---------------------------------------------------------------- */
 
+/* Bound ids per (port space, port), so that picking an ephemeral port and
+ * binding to a free one cost O(1), not a walk over every id (which made
+ * binding 10k ids quadratic). One lazily allocated array per port space. */
+static struct {
+	enum rdma_port_space ps;
+	uint32_t *n;
+} bind_counts[4];
+
+static uint32_t *bind_count(enum rdma_port_space ps, uint16_t port, int create)
+{
+	for (size_t i = 0; i < sizeof(bind_counts) / sizeof(bind_counts[0]); i++) {
+		if (bind_counts[i].n && bind_counts[i].ps == ps)
+			return &bind_counts[i].n[port];
+		if (!bind_counts[i].n) {
+			if (!create || !(bind_counts[i].n = calloc(65536, sizeof(uint32_t))))
+				return NULL;
+			bind_counts[i].ps = ps;
+			return &bind_counts[i].n[port];
+		}
+	}
+	return NULL;
+}
+
 /* kernel cma_check_port semantics */
 static int port_conflict(const struct cma_id *id, uint16_t port, int reuse)
 {
 	const struct sockaddr *a = &id->id.route.addr.src_addr;
+	const uint32_t *cnt = bind_count(id->id.ps, port, 0);
 
+	if (cnt && !*cnt)
+		return 0; /* nobody holds it */
 	for (const struct cma_id *o = g.ids; o; o = o->next) {
 		const struct sockaddr *b = &o->id.route.addr.src_addr;
 
@@ -375,6 +401,10 @@ static int port_conflict(const struct cma_id *id, uint16_t port, int reuse)
 
 static int port_used(enum rdma_port_space ps, uint16_t port)
 {
+	const uint32_t *cnt = bind_count(ps, port, 0);
+
+	if (cnt)
+		return *cnt > 0;
 	for (const struct cma_id *o = g.ids; o; o = o->next)
 		if (o->bound && o->id.ps == ps && cma_addr_port(&o->id.route.addr.src_addr) == port)
 			return 1;
@@ -390,6 +420,10 @@ int cma_check_port_listen(struct cma_id *id)
 
 void cma_bind_release(struct cma_id *id)
 {
+	uint32_t *cnt;
+
+	if (id->bound && (cnt = bind_count(id->id.ps, id->bind_port, 0)) && *cnt)
+		(*cnt)--;
 	id->bound = 0;
 }
 
@@ -438,6 +472,12 @@ int cma_bind_locked(struct cma_id *id, const struct sockaddr *addr)
 		set_sgid(id, gid_index);
 	}
 	id->bound = 1;
+	id->bind_port = port;
+	{
+		uint32_t *cnt = bind_count(id->id.ps, port, 1);
+		if (cnt)
+			(*cnt)++;
+	}
 	id->state = ST_BOUND;
 	return 0;
 }

@@ -56,6 +56,9 @@ struct cma_id *cma_id_alloc_locked(struct cma_chan *c, void *context, enum rdma_
 	id->psn = (uint32_t)cma_random() & 0xFFFFFF;
 	id->backlog = CMA_DEFAULT_BACKLOG;
 	id->next = g.ids;
+	if (g.ids)
+		g.ids->pprev = &id->next;
+	id->pprev = &g.ids;
 	g.ids = id;
 	return id;
 }
@@ -122,7 +125,7 @@ static void cma_id_detach_locked(struct cma_id *id)
 		cmp_conn_destroy(id->port->eng, id->conn, cma_now());
 		id->conn = NULL;
 		cma_port_flush(id->port);
-		cma_kick();
+		cma_kick_timers();
 	}
 	cma_purge_events(id);
 }
@@ -132,11 +135,10 @@ static void cma_id_detach_locked(struct cma_id *id)
 void cma_id_free_locked(struct cma_id *id)
 {
 	cma_id_detach_locked(id);
-	for (struct cma_id **pp = &g.ids; *pp; pp = &(*pp)->next)
-		if (*pp == id) {
-			*pp = id->next;
-			break;
-		}
+	cma_bind_release(id);
+	*id->pprev = id->next;
+	if (id->next)
+		id->next->pprev = id->pprev;
 	if (id->sync)
 		cma_chan_free(id->chan);
 	cma_addrinfo_release(id);
@@ -723,7 +725,7 @@ CMA_EXPORT int rdma_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *pa
 	}
 	id->state = ST_CONNECT;
 	cma_port_flush(id->port);
-	cma_kick();
+	cma_kick_timers();
 	pthread_mutex_unlock(&g.lock);
 	return cma_sync_wait(id);
 }
@@ -744,7 +746,7 @@ CMA_EXPORT int rdma_establish(struct rdma_cm_id *cm_id)
 	} else {
 		id->state = ST_ESTABLISHED;
 		cma_port_flush(id->port);
-		cma_kick();
+		cma_kick_timers();
 	}
 	pthread_mutex_unlock(&g.lock);
 	return rc;
@@ -803,7 +805,7 @@ CMA_EXPORT int rdma_listen(struct rdma_cm_id *cm_id, int backlog)
 		return cma_fail(EINVAL);
 	pthread_mutex_lock(&g.lock);
 	if (id->state == ST_LISTEN) {
-		id->backlog = backlog > 0 && backlog < CMA_DEFAULT_BACKLOG ? backlog : CMA_DEFAULT_BACKLOG;
+		id->backlog = backlog > 0 && backlog < g.max_backlog ? backlog : g.max_backlog;
 		pthread_mutex_unlock(&g.lock);
 		return 0;
 	}
@@ -852,7 +854,7 @@ CMA_EXPORT int rdma_listen(struct rdma_cm_id *cm_id, int backlog)
 		pthread_mutex_unlock(&g.lock);
 		return cma_fail(err);
 	}
-	id->backlog = backlog > 0 && backlog < CMA_DEFAULT_BACKLOG ? backlog : CMA_DEFAULT_BACKLOG;
+	id->backlog = backlog > 0 && backlog < g.max_backlog ? backlog : g.max_backlog;
 	id->state = ST_LISTEN;
 	cma_kick();
 	pthread_mutex_unlock(&g.lock);
@@ -972,7 +974,7 @@ CMA_EXPORT int rdma_accept(struct rdma_cm_id *cm_id, struct rdma_conn_param *par
 	}
 	id->state = ST_ACCEPTED;
 	cma_port_flush(id->port);
-	cma_kick();
+	cma_kick_timers();
 	pthread_mutex_unlock(&g.lock);
 	return cma_sync_wait(id);
 }
@@ -999,7 +1001,7 @@ static int reject_common(struct rdma_cm_id *cm_id, const void *pdata, uint8_t le
 	} else {
 		id->state = ST_ERROR;
 		cma_port_flush(id->port);
-		cma_kick();
+		cma_kick_timers();
 	}
 	pthread_mutex_unlock(&g.lock);
 	return rc;
@@ -1064,7 +1066,7 @@ CMA_EXPORT int rdma_disconnect(struct rdma_cm_id *cm_id)
 	}
 	id->disconnect_called = 1;
 	cma_port_flush(id->port);
-	cma_kick();
+	cma_kick_timers();
 	pthread_mutex_unlock(&g.lock);
 	/* A synchronous id waits for its DISCONNECTED event. */
 	if (id->sync && sent)

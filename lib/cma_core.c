@@ -179,6 +179,10 @@ int cma_init_locked(void)
 		g.settings.timewait_ns = (cmp_time)v * 1000000u;
 	g.path_cache_ns = (uint64_t)env_long("USCM_PATH_CACHE_MS", 60000) * 1000000u;
 	g.sa_timeout_min_ms = (int)env_long("USCM_SA_TIMEOUT_MIN_MS", 100);
+	/* The kernel ucma's net.rdma_ucm.max_backlog (1024). */
+	g.max_backlog = (int)env_long("USCM_MAX_BACKLOG", CMA_DEFAULT_BACKLOG);
+	if (g.max_backlog <= 0)
+		g.max_backlog = CMA_DEFAULT_BACKLOG;
 	g.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (g.wake_fd < 0)
 		return -1;
@@ -244,6 +248,34 @@ void cma_kick(void)
 
 	if (g.wake_fd >= 0 && write(g.wake_fd, &one, sizeof(one)) < 0) {
 		/* EAGAIN: the counter is already non-zero, so it is awake. */
+	}
+}
+
+/* What the progress thread sleeps to, set under g.lock just before its
+ * ppoll: every API call used to wake it to re-arm its timeout, a context
+ * switch per rdma_connect / rdma_accept / rdma_disconnect. */
+static int progress_sleeping;
+static cmp_time progress_until;
+
+void cma_kick_timers(void)
+{
+	cmp_time next = CMP_TIME_NEVER;
+
+	if (!progress_sleeping) {
+		cma_kick();
+		return;
+	}
+	for (int d = 0; d < g.ndevs; d++)
+		for (int i = 0; i < g.devs[d].nports; i++) {
+			struct cma_port *p = &g.devs[d].ports[i];
+			cmp_time e = p->eng ? cmp_engine_get_expiry(p->eng) : CMP_TIME_NEVER;
+
+			if (e < next)
+				next = e;
+		}
+	if (next < progress_until) {
+		progress_until = next;
+		cma_kick();
 	}
 }
 
@@ -325,6 +357,8 @@ static void *progress_main(void *arg)
 			ts.tv_nsec = (long)(d % 1000000000u);
 			tsp = &ts;
 		}
+		progress_sleeping = 1;
+		progress_until = next;
 		pthread_mutex_unlock(&g.lock);
 		if (ppoll(fds, (nfds_t)n, tsp, NULL) < 0 && errno != EINTR) {
 			/* Nothing sensible to do but retry after a pause. */
@@ -332,6 +366,7 @@ static void *progress_main(void *arg)
 			nanosleep(&pause, NULL);
 		}
 		pthread_mutex_lock(&g.lock);
+		progress_sleeping = 0;
 		if (fds[0].revents & POLLIN) {
 			uint64_t v;
 			if (read(g.wake_fd, &v, sizeof(v)) < 0) {
@@ -564,6 +599,22 @@ void cma_event_pdata(struct cma_event *e, const uint8_t *p, size_t len)
 	e->ev.param.conn.private_data_len = (uint8_t)len;
 }
 
+/* Counts e for the ids it names (see cma_id.nev). */
+static void ev_count(struct cma_event *e, int up)
+{
+	struct cma_id *ids[2] = { e->owner, e->ev.id ? cma_id_of(e->ev.id) : NULL };
+
+	if (ids[1] == ids[0])
+		ids[1] = NULL;
+	for (int i = 0; i < 2; i++)
+		if (ids[i]) {
+			if (up)
+				ids[i]->nev++;
+			else if (ids[i]->nev)
+				ids[i]->nev--;
+		}
+}
+
 void cma_event_queue(struct cma_event *e)
 {
 	struct cma_id *owner;
@@ -584,6 +635,7 @@ void cma_event_queue(struct cma_event *e)
 	else
 		c->head = e;
 	c->tail = e;
+	ev_count(e, 1);
 	if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST)
 		owner->backlog_used++;
 	cma_chan_update(c);
@@ -596,13 +648,14 @@ void cma_purge_events(struct cma_id *id)
 	struct cma_chan *c = id->chan;
 	struct cma_event **pp, *e, *orphans = NULL;
 
-	if (!c)
+	if (!c || !id->nev)
 		return;
 	pp = &c->head;
 	c->tail = NULL;
 	while ((e = *pp)) {
 		if (e->owner == id || e->ev.id == &id->id) {
 			*pp = e->next;
+			ev_count(e, 0);
 			if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->owner == id &&
 			    e->ev.id != &id->id) {
 				/* Its new id was never seen: free it after the walk
@@ -642,6 +695,7 @@ CMA_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma
 			if (!c->head)
 				c->tail = NULL;
 			e->next = NULL;
+			ev_count(e, 0);
 			e->owner->events_out++;
 			if (e->mc)
 				e->mc->events_out++;

@@ -163,10 +163,15 @@ enum cma_state {
 struct cma_id {
 	struct rdma_cm_id id;       /* first: the user's pointer */
 	struct cma_id *next;        /* g.ids */
+	struct cma_id **pprev;      /* what points at it in g.ids: O(1) unlink */
 	struct cma_chan *chan;
 	int sync;                   /* NULL channel: calls block */
 	enum cma_state state;
 	int bound;                  /* holds its port in the bind table */
+	uint16_t bind_port;         /* the port it is counted under while bound */
+	unsigned nev;               /* queued events naming it (owner or ev.id); never
+				     * under-counts, so 0 lets cma_purge_events skip the
+				     * channel walk (O(queue) per destroy otherwise) */
 	int destroying;
 	struct cma_port *port;      /* device port, once bound / resolved */
 	/* options */
@@ -225,6 +230,7 @@ struct cma_global {
 	struct cmp_settings settings;
 	int sa_timeout_min_ms;
 	uint64_t path_cache_ns;
+	int max_backlog; /* rdma_listen's cap (USCM_MAX_BACKLOG) */
 };
 extern struct cma_global g;
 
@@ -232,7 +238,11 @@ extern struct cma_global g;
 int cma_init_locked(void);        /* 0, or -1 with errno (ENODEV: no device) */
 cmp_time cma_now(void);
 uint64_t cma_random(void);
-void cma_kick(void);              /* wake the progress thread */
+void cma_kick(void);
+/* cma_kick only when an engine timer now falls before the deadline the
+ * progress thread sleeps to (g.lock held): connect/accept/disconnect need
+ * no wake-up of their own otherwise. */
+void cma_kick_timers(void);              /* wake the progress thread */
 int cma_port_open(struct cma_port *p); /* the CM agent; 0 or -1/errno (message printed) */
 void cma_port_flush(struct cma_port *p); /* drain engine tx + events */
 struct cma_port *cma_port_of_gid(const uint8_t gid[16], int *gid_index);

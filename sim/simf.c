@@ -86,26 +86,78 @@ static uint64_t stream_seed(uint64_t seed, int node, uint32_t seq)
 	return mix64(seed ^ mix64((uint64_t)(uint32_t)(node + 1) << 32 | seq));
 }
 
+/* /proc/<pid>/stat files kept open: a liveness check runs for every MAD
+ * sent (simf_agent_find), and open+read+close per check was a good part of
+ * the fabric's CPU per connection. An open stat file stays bound to its
+ * task: once the task is reaped, reads fail and the pid is looked up afresh
+ * (it may be a new process), exactly as a fresh open would. */
+#define STAT_CACHE 16
+static struct {
+	pid_t pid;
+	int fd;
+} stat_cache[STAT_CACHE];
+static unsigned stat_next;
+static pthread_mutex_t stat_lk = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t stat_once = PTHREAD_ONCE_INIT;
+
+static void stat_child(void)
+{
+	pthread_mutex_init(&stat_lk, NULL); /* a fork may have caught it held */
+}
+
+static void stat_init(void)
+{
+	pthread_atfork(NULL, NULL, stat_child);
+}
+
+/* The task's stat line into buf; <= 0 when it cannot be read. */
+static ssize_t stat_read(pid_t pid, char *buf, size_t cap)
+{
+	char path[64];
+	ssize_t n;
+	int fd, k;
+
+	pthread_once(&stat_once, stat_init);
+	pthread_mutex_lock(&stat_lk);
+	for (k = 0; k < STAT_CACHE; k++)
+		if (stat_cache[k].pid == pid)
+			break;
+	if (k < STAT_CACHE) {
+		n = pread(stat_cache[k].fd, buf, cap - 1, 0);
+		if (n > 0) {
+			pthread_mutex_unlock(&stat_lk);
+			buf[n] = 0;
+			return n;
+		}
+		close(stat_cache[k].fd);
+		stat_cache[k].pid = 0; /* a slot is in use while its pid is set */
+	}
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd < 0 ? -1 : pread(fd, buf, cap - 1, 0);
+	if (n > 0) {
+		k = (int)(stat_next++ % STAT_CACHE);
+		if (stat_cache[k].pid)
+			close(stat_cache[k].fd);
+		stat_cache[k].pid = pid;
+		stat_cache[k].fd = fd;
+		buf[n] = 0;
+	} else if (fd >= 0) {
+		close(fd);
+	}
+	pthread_mutex_unlock(&stat_lk);
+	return n;
+}
+
 int simf_pid_alive(pid_t pid)
 {
-	char path[64], buf[256], *rp;
-	ssize_t n;
-	int fd;
+	char buf[256], *rp;
 
 	if (pid <= 0)
 		return 0;
-	if (kill(pid, 0) < 0 && errno != EPERM)
-		return 0;
+	if (stat_read(pid, buf, sizeof(buf)) <= 0)
+		return !(kill(pid, 0) < 0 && errno != EPERM); /* no /proc: kill says */
 	/* a zombie is dead (PID 1 of a container may reap late or never) */
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 1;
-	buf[n] = 0;
 	rp = strrchr(buf, ')');
 	if (rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X'))
 		return 0;
@@ -120,6 +172,7 @@ static int pid_alive(pid_t pid)
 /* ---- CRCs ------------------------------------------------------------------ */
 
 static uint32_t crc32_tab[256];
+static uint32_t crc32_tab8[8][256]; /* slicing-by-8: 8 bytes per step (every datagram is CRC'd twice) */
 static uint16_t crc16_tab[256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 
@@ -136,6 +189,11 @@ static void crc_init(void)
 		crc32_tab[i] = c;
 		crc16_tab[i] = d;
 	}
+	for (unsigned i = 0; i < 256; i++) {
+		crc32_tab8[0][i] = crc32_tab[i];
+		for (int t = 1; t < 8; t++)
+			crc32_tab8[t][i] = (crc32_tab8[t - 1][i] >> 8) ^ crc32_tab[crc32_tab8[t - 1][i] & 0xFF];
+	}
 }
 
 uint32_t simf_crc32(uint32_t state, const void *buf, size_t len)
@@ -143,6 +201,15 @@ uint32_t simf_crc32(uint32_t state, const void *buf, size_t len)
 	const uint8_t *p = buf;
 
 	pthread_once(&crc_once, crc_init);
+	while (len >= 8) {
+		uint32_t lo = state ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+				       (uint32_t)p[3] << 24);
+		state = crc32_tab8[7][lo & 0xFF] ^ crc32_tab8[6][(lo >> 8) & 0xFF] ^
+			crc32_tab8[5][(lo >> 16) & 0xFF] ^ crc32_tab8[4][lo >> 24] ^ crc32_tab8[3][p[4]] ^
+			crc32_tab8[2][p[5]] ^ crc32_tab8[1][p[6]] ^ crc32_tab8[0][p[7]];
+		p += 8;
+		len -= 8;
+	}
 	while (len--)
 		state = (state >> 8) ^ crc32_tab[(state ^ *p++) & 0xFF];
 	return state;

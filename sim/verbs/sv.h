@@ -22,7 +22,7 @@
 #define SV_EXPORT __attribute__((visibility("default")))
 
 /* Device limits (what query_device reports and create/modify enforce). */
-#define SV_MAX_QP 4096
+#define SV_MAX_QP 32768 /* a QP is a UDP socket: fds, and QPNs below SIMF_MAX_QPN, are the real limit */
 #define SV_MAX_QP_WR 16384
 #define SV_MAX_SGE 16
 #define SV_MAX_CQ 4096
@@ -199,6 +199,7 @@ struct sv_qp {
 	struct ibv_qp qp;
 	struct sv_ctx *ctx;
 	struct sv_qp *next;
+	struct sv_qp **pprev; /* what points at it in ctx->qps: O(1) destroy */
 	int fd;
 	struct ibv_qp_cap cap;
 	int sq_sig_all;

@@ -133,6 +133,9 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 	}
 	q->qp.handle = q->qp.qp_num;
 	q->next = c->qps;
+	if (c->qps)
+		c->qps->pprev = &q->next;
+	q->pprev = &c->qps;
 	c->qps = q;
 	c->nqp++;
 	((struct sv_pd *)pd)->refs++;
@@ -567,18 +570,20 @@ SV_COMPAT_1_0(ibv_query_qp)
 
 SV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 {
-	struct sv_qp *q = (struct sv_qp *)qp, **pp;
+	struct sv_qp *q = (struct sv_qp *)qp;
 	struct sv_ctx *c = q->ctx;
 	int i;
 
 	pthread_mutex_lock(&c->lock);
-	for (pp = &c->qps; *pp && *pp != q; pp = &(*pp)->next)
-		;
-	if (!*pp) {
+	/* Unlinked in O(1) (a walk made destroying 10k QPs quadratic). */
+	if (!q->pprev || *q->pprev != q) {
 		pthread_mutex_unlock(&c->lock);
 		return EINVAL;
 	}
-	*pp = q->next;
+	*q->pprev = q->next;
+	if (q->next)
+		q->next->pprev = q->pprev;
+	q->pprev = NULL;
 	c->nqp--;
 	epoll_ctl(c->epfd, EPOLL_CTL_DEL, q->fd, NULL);
 	close(q->fd);

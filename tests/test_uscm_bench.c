@@ -1,0 +1,108 @@
+/*
+ * uscm-bench smoke test: a tiny run (20 connections, 5 serial, 20 MAD round
+ * trips, 200 engine handshakes) on its own fabric prints the per-step table
+ * and writes a well-formed CSV with every step and positive figures. No
+ * timing is asserted: the figures themselves are the benchmark's business.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/test_fixtures.h"
+
+static char dir[64];
+
+static const char *bin(void)
+{
+	const char *b = getenv("USCM_BIN_DIR");
+	return b && *b ? b : "build/bin";
+}
+
+static void fini(void)
+{
+	tf_remove(dir);
+}
+
+static int sh(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int sh(char **out, const char *fmt, ...)
+{
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	st = tf_vsh(out, fmt, ap);
+	va_end(ap);
+	return st;
+}
+
+/* The CSV row of impl/mode/step; its p50 (µs) through *p50. */
+static const char *row(const char *csv, const char *prefix, const char *step, double *p50)
+{
+	char key[128];
+	const char *p = csv;
+
+	for (; (p = strstr(p, prefix)); p++) {
+		if (p != csv && p[-1] != '\n')
+			continue;
+		snprintf(key, sizeof(key), ",%s,", step);
+		const char *eol = strchr(p, '\n');
+		const char *k = strstr(p, key);
+		if (k && (!eol || k < eol)) {
+			double f[6];
+			if (sscanf(k + strlen(key), "%lf,%lf,%lf,%lf", &f[0], &f[1], &f[2], &f[3]) == 4)
+				*p50 = f[3];
+			return p;
+		}
+	}
+	return NULL;
+}
+
+Test(uscm_bench, small_run_table_and_csv, .fini = fini, .timeout = 300)
+{
+	char path[512], *out = NULL, *csv = NULL;
+	static const char *const uscm_steps[] = { "create_id", "bind", "resolve_addr", "resolve_route",
+						  "create_qp", "connect", "established", "disconnect",
+						  "destroy" };
+	static const char *const tcp_steps[] = { "create_id", "connect", "established", "destroy" };
+	double p50;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/uscm-bench", bin());
+	if (access(path, X_OK))
+		cr_skip_test("uscm-bench is not built (no librdmacm target in this build)");
+	const char *f = tf_path(dir, "uscm-bench-test.", "b.csv");
+	rc = sh(&out, "%s -n 20 -s 5 --mad 20 --engine 200 --csv %s 2>&1", path, f);
+	cr_assert_eq(rc, 0, "uscm-bench failed:\n%s", out);
+	for (size_t i = 0; i < sizeof(uscm_steps) / sizeof(uscm_steps[0]); i++)
+		cr_expect(strstr(out, uscm_steps[i]), "table lacks %s:\n%s", uscm_steps[i], out);
+	cr_expect(strstr(out, "ratio uscm/TCP"), "no ratio line:\n%s", out);
+	cr_expect(strstr(out, "setup latency p50"), "no latency line:\n%s", out);
+	cr_expect(strstr(out, "fabric MAD round trip"), "no MAD line:\n%s", out);
+	cr_expect(strstr(out, "engine only"), "no engine line:\n%s", out);
+
+	cr_assert_eq(sh(&csv, "cat %s", f), 0);
+	static const char hdr[] =
+		"impl,mode,n,window,step,total_us,us_per_conn,min_us,p50_us,p99_us,max_us,conn_per_s\n";
+	cr_assert(!strncmp(csv, hdr, sizeof(hdr) - 1), "CSV header:\n%s", csv);
+	for (size_t i = 0; i < sizeof(uscm_steps) / sizeof(uscm_steps[0]); i++) {
+		p50 = -1;
+		cr_expect(row(csv, "uscm,concurrent,20,", uscm_steps[i], &p50), "no uscm %s row:\n%s",
+			  uscm_steps[i], csv);
+		cr_expect(p50 > 0, "uscm %s p50 %g", uscm_steps[i], p50);
+		p50 = -1;
+		cr_expect(row(csv, "uscm,serial,5,", uscm_steps[i], &p50), "no serial %s row", uscm_steps[i]);
+		cr_expect(p50 > 0, "serial %s p50 %g", uscm_steps[i], p50);
+	}
+	for (size_t i = 0; i < sizeof(tcp_steps) / sizeof(tcp_steps[0]); i++) {
+		p50 = -1;
+		cr_expect(row(csv, "tcp,concurrent,20,", tcp_steps[i], &p50), "no tcp %s row", tcp_steps[i]);
+		cr_expect(p50 > 0, "tcp %s p50 %g", tcp_steps[i], p50);
+	}
+	p50 = -1;
+	cr_expect(row(csv, "mad,serial,20,", "mad_rtt", &p50) && p50 > 0, "MAD round trip row:\n%s", csv);
+	/* Every route of the run came from one SA query (the path cache). */
+	cr_expect(strstr(csv, "uscm,concurrent,20,20,sa_queries,1,"), "SA queries row:\n%s", csv);
+	cr_expect(strstr(csv, "\nengine,serial,200,1,handshake,"), "engine row:\n%s", csv);
+	free(out);
+	free(csv);
+}

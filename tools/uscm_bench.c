@@ -1,0 +1,506 @@
+/*
+ * uscm-bench - connection setup through uscm's librdmacm on the simulated
+ * fabric against TCP loopback, in the same run and the same harness shape:
+ * a cmtime-style per-step table (per-connection µs, total, min, p50, p99,
+ * max, connections/s) for each N, the uscm/TCP ratios, the fabric's raw MAD
+ * round trip, the protocol engine's in-process ceiling (uscm-bench-engine),
+ * heap per established connection and the SA queries a run cost.
+ *
+ * usage: uscm-bench [-n N[,N...]] [-w WINDOW] [-s SERIAL] [--no-qp] [--no-tcp] [--clients P]
+ *                   [--mad M] [--engine K] [--csv FILE] [--plot FILE.png]
+ *
+ * It starts its own 2-node fabric (build/bin/uscm-sim) and runs every side
+ * as a child process of itself (--role ...): the rdma_cm server on node2,
+ * the client on node1, with LD_LIBRARY_PATH on build/lib:build/sim/lib.
+ * It prints figures and ratios; it is not a pass/fail test.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+
+#define MAX_NS 16
+
+static char bindir[PATH_MAX], simdir[PATH_MAX];
+static const char *link_kind = "ib";
+static int sim_up;
+static int nclients = 1; /* --clients: uscm client processes, each on its own node */
+
+static const char *const step_order[] = { "create_id", "bind", "resolve_addr", "resolve_route",
+					  "create_qp", "connect", "established", "disconnect",
+					  "destroy" };
+
+struct child {
+	pid_t pid;
+	FILE *out;
+};
+
+/* Runs this program as `role` on sim node `node` (NULL: no fabric), its
+ * stdout readable through c->out. */
+static int spawn(struct child *c, const char *node, char *const args[])
+{
+	int p[2];
+	char exe[PATH_MAX + 16];
+
+	if (pipe(p))
+		return -1;
+	c->pid = fork();
+	if (c->pid < 0)
+		return -1;
+	if (c->pid == 0) {
+		char lib[2 * PATH_MAX + 32];
+		char *argv[32];
+		int k = 0;
+
+		dup2(p[1], 1);
+		close(p[0]);
+		close(p[1]);
+		if (node) {
+			snprintf(lib, sizeof(lib), "%s/../lib:%s/../sim/lib", bindir, bindir);
+			setenv("LD_LIBRARY_PATH", lib, 1);
+			setenv("USCM_SIM_NODE", node, 1);
+		}
+		snprintf(exe, sizeof(exe), "%s/uscm-bench", bindir);
+		argv[k++] = exe;
+		for (int i = 0; args[i] && k < 31; i++)
+			argv[k++] = args[i];
+		argv[k] = NULL;
+		execv(exe, argv);
+		_exit(127);
+	}
+	close(p[1]);
+	c->out = fdopen(p[0], "r");
+	return c->out ? 0 : -1;
+}
+
+static int finish(struct child *c, int timeout_s)
+{
+	int st = 0;
+
+	fclose(c->out);
+	for (int i = 0; i < timeout_s * 10; i++) {
+		pid_t r = waitpid(c->pid, &st, WNOHANG);
+		if (r == c->pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+		struct timespec ts = { 0, 100000000 };
+		nanosleep(&ts, NULL);
+	}
+	kill(c->pid, SIGKILL);
+	waitpid(c->pid, &st, 0);
+	return 124;
+}
+
+static int sh(char *out, size_t cap, const char *cmd)
+{
+	FILE *p = popen(cmd, "r");
+	size_t n = 0;
+
+	if (!p)
+		return -1;
+	if (out) {
+		n = fread(out, 1, cap - 1, p);
+		out[n] = 0;
+	} else {
+		char b[512];
+		while (fread(b, 1, sizeof(b), p) > 0)
+			;
+	}
+	int st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void sim_down(void)
+{
+	char cmd[4 * PATH_MAX + 64];
+
+	if (!sim_up)
+		return;
+	snprintf(cmd, sizeof(cmd), "'%s/uscm-sim' stop --dir '%s/f' >/dev/null 2>&1; rm -rf '%s'", bindir,
+		 simdir, simdir);
+	sh(NULL, 0, cmd);
+	sim_up = 0;
+}
+
+static int sim_start(void)
+{
+	char cmd[4 * PATH_MAX + 64], out[4096], pid[32], d[PATH_MAX + 8];
+
+	snprintf(simdir, sizeof(simdir), "/tmp/uscm-bench.XXXXXX");
+	if (!mkdtemp(simdir))
+		return -1;
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	setenv("USCM_SIM_WATCH_PID", pid, 1);
+	snprintf(cmd, sizeof(cmd), "'%s/uscm-sim' start --dir '%s/f' --nodes %d --link %s 2>&1", bindir,
+		 simdir, 1 + nclients, link_kind);
+	if (sh(out, sizeof(out), cmd)) {
+		fprintf(stderr, "uscm-bench: uscm-sim start failed:\n%s", out);
+		return -1;
+	}
+	sim_up = 1;
+	snprintf(d, sizeof(d), "%s/f", simdir);
+	setenv("USCM_SIM_DIR", d, 1);
+	unsetenv("USCM_HOSTS");
+	return 0;
+}
+
+/* The SA's own query counter (uscm-sim status). */
+static long sa_queries(void)
+{
+	char cmd[4 * PATH_MAX + 64], out[16384];
+	long n = -1;
+
+	snprintf(cmd, sizeof(cmd), "'%s/uscm-sim' status --dir '%s/f' 2>&1", bindir, simdir);
+	if (sh(out, sizeof(out), cmd) == 0) {
+		char *p = strstr(out, "SA queries");
+		if (p)
+			sscanf(p, "SA queries%*[^0-9]%ld", &n);
+	}
+	return n;
+}
+
+static void order_steps(struct bench_run *r)
+{
+	struct bench_run o = *r;
+	int k = 0;
+
+	for (size_t s = 0; s < sizeof(step_order) / sizeof(step_order[0]); s++)
+		for (int i = 0; i < r->nsteps; i++)
+			if (!strcmp(r->steps[i].name, step_order[s]))
+				o.steps[k++] = r->steps[i];
+	for (int i = 0; i < r->nsteps; i++) {
+		int known = 0;
+		for (size_t s = 0; s < sizeof(step_order) / sizeof(step_order[0]); s++)
+			known |= !strcmp(r->steps[i].name, step_order[s]);
+		if (!known)
+			o.steps[k++] = r->steps[i];
+	}
+	o.nsteps = k;
+	*r = o;
+}
+
+static void read_figures(FILE *f, struct bench_run *r)
+{
+	char line[512];
+
+	while (fgets(line, sizeof(line), f))
+		bench_parse_line(r, line);
+}
+
+static int run_pair(struct bench_run *r, int tcp, size_t n, size_t window, int no_qp)
+{
+	static int port_seq;
+	char sn[32], sw[32], sp[32];
+	char line[256];
+	struct child srv;
+	int port, rc;
+	long q0 = 0;
+
+	memset(r, 0, sizeof(*r));
+	r->what = tcp ? "tcp" : "uscm";
+	r->n = n;
+	r->window = window ? window : n;
+	snprintf(sn, sizeof(sn), "%zu", n);
+	snprintf(sw, sizeof(sw), "%zu", window);
+	if (tcp) {
+		char *sa[] = { "--role", "tcp-server", "-n", sn, NULL };
+		if (spawn(&srv, NULL, sa) || !fgets(line, sizeof(line), srv.out) ||
+		    sscanf(line, "port %d", &port) != 1) {
+			fprintf(stderr, "uscm-bench: the TCP server did not start\n");
+			return -1;
+		}
+	} else {
+		port = 20000 + (int)((unsigned)getpid() % 20000) + port_seq++;
+		snprintf(sp, sizeof(sp), "%d", port);
+		char *sa[] = { "--role", "cm-server", "-n", sn, "--port", sp, "--dst", "127.10.0.2",
+			       no_qp ? "--no-qp" : NULL, NULL };
+		if (spawn(&srv, "node2", sa) || !fgets(line, sizeof(line), srv.out) || strncmp(line, "ready", 5)) {
+			fprintf(stderr, "uscm-bench: the rdma_cm server did not start\n");
+			return -1;
+		}
+		q0 = sa_queries();
+	}
+	snprintf(sp, sizeof(sp), "%d", port);
+	/* Several clients: node1, node3, node4, ... (node2 serves), n split. */
+	int nc = tcp ? 1 : nclients;
+	struct child cl[16];
+	rc = 0;
+	for (int k = 0; k < nc; k++) {
+		char kn[32], node[16], src[32];
+		int id = k == 0 ? 1 : k + 2;
+		snprintf(kn, sizeof(kn), "%zu", n / (size_t)nc + (k == 0 ? n % (size_t)nc : 0));
+		snprintf(node, sizeof(node), "node%d", id);
+		snprintf(src, sizeof(src), "127.10.0.%d", id);
+		char *ca[] = { "--role", tcp ? "tcp-client" : "cm-client", "-n", nc > 1 ? kn : sn, "-w", sw,
+			       "--port", sp, "--dst", tcp ? "127.0.0.1" : "127.10.0.2", "--src", src,
+			       no_qp && !tcp ? "--no-qp" : NULL, NULL };
+		if (spawn(&cl[k], tcp ? NULL : node, ca))
+			return -1;
+	}
+	for (int k = 0; k < nc; k++) {
+		struct bench_run one;
+		memset(&one, 0, sizeof(one));
+		read_figures(cl[k].out, &one);
+		bench_merge_run(r, &one);
+		int c = finish(&cl[k], 60);
+		rc = rc ? rc : c;
+	}
+	int src = finish(&srv, 60);
+	if (!tcp) {
+		long q1 = sa_queries();
+		r->sa_queries = q0 >= 0 && q1 >= 0 ? (double)(q1 - q0) : -1;
+	}
+	order_steps(r);
+	r->ok = rc == 0 && src == 0 && bench_step(r, "established");
+	if (!r->ok)
+		fprintf(stderr, "uscm-bench: %s run of %zu failed (client exit %d, server exit %d)\n", r->what, n,
+			rc, src);
+	return r->ok ? 0 : -1;
+}
+
+static int run_mad(size_t m, struct bench_stat *out)
+{
+	char sm[32], *ea[] = { "--role", "mad-echo", "-n", sm, NULL };
+	char dl[16], *pa[] = { "--role", "mad-ping", "-n", sm, "--port", dl, NULL };
+	struct child e, p;
+	struct bench_run r = { 0 };
+	char line[256];
+
+	snprintf(sm, sizeof(sm), "%zu", m);
+	snprintf(dl, sizeof(dl), "%d", 3); /* node2's LID (node i: LID i + 1) */
+	if (spawn(&e, "node2", ea) || !fgets(line, sizeof(line), e.out))
+		return -1;
+	if (spawn(&p, "node1", pa))
+		return -1;
+	read_figures(p.out, &r);
+	int rc = finish(&p, 60);
+	finish(&e, 10);
+	if (rc || !r.nsteps)
+		return -1;
+	*out = r.steps[0];
+	return 0;
+}
+
+/* The protocol engine's ceiling, from uscm-bench-engine (same build). */
+static int run_engine(size_t k, double *ns, double *bytes)
+{
+	char cmd[PATH_MAX + 64], out[4096], *p;
+
+	snprintf(cmd, sizeof(cmd), "'%s/uscm-bench-engine' --handshakes %zu --live 1000", bindir, k);
+	if (sh(out, sizeof(out), cmd))
+		return -1;
+	p = strstr(out, "\n      1000 ");
+	if (!p)
+		return -1;
+	return sscanf(p, " %*d %lf %*f %lf", ns, bytes) == 2 ? 0 : -1;
+}
+
+static int role_main(const char *role, const struct bench_opts *o)
+{
+	if (!strcmp(role, "cm-server"))
+		return bench_cm_server(o);
+	if (!strcmp(role, "cm-client"))
+		return bench_cm_client(o);
+	if (!strcmp(role, "tcp-server"))
+		return bench_tcp_server(o);
+	if (!strcmp(role, "tcp-client"))
+		return bench_tcp_client(o);
+	if (!strcmp(role, "mad-echo"))
+		return bench_mad_echo(o);
+	if (!strcmp(role, "mad-ping"))
+		return bench_mad_ping(o);
+	fprintf(stderr, "uscm-bench: unknown role %s\n", role);
+	return 2;
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: uscm-bench [-n N[,N...]] [-w WINDOW] [-s SERIAL] [--no-qp] [--no-tcp] [--link ib|roce]\n"
+		"                  [--mad M] [--engine K] [--csv FILE] [--plot FILE.png]\n"
+		"  -n       connections per run, one uscm and one TCP run each (default 1000)\n"
+		"  -w       at most WINDOW connections in flight (default: all N)\n"
+		"  -s       also SERIAL connections one at a time: the latency figures (default 200, 0: off)\n"
+		"  --no-qp  connect without QPs (rdma_connect with qp_num): the CM alone, past the\n"
+		"           sim's per-node QP/fd limits\n"
+		"  --clients P  uscm clients in P processes on P nodes (node1, node3, ...), N split\n"
+		"           between them: past one process's 28k ephemeral ports\n"
+		"  --mad    raw MAD round trips (default 1000, 0: off)\n"
+		"  --engine in-process engine handshakes (default 20000, 0: off)\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "role", required_argument, NULL, 'R' }, { "port", required_argument, NULL, 'P' },
+		{ "dst", required_argument, NULL, 'D' },  { "no-qp", no_argument, NULL, 'Q' },
+		{ "no-tcp", no_argument, NULL, 'T' },     { "mad", required_argument, NULL, 'M' },
+		{ "engine", required_argument, NULL, 'E' }, { "csv", required_argument, NULL, 'C' },
+		{ "plot", required_argument, NULL, 'G' }, { "link", required_argument, NULL, 'L' },
+		{ "window", required_argument, NULL, 'w' }, { "serial", required_argument, NULL, 's' },
+		{ "clients", required_argument, NULL, 'K' }, { "src", required_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, 'h' },       { 0 },
+	};
+	struct bench_opts o = { .n = 1000, .dst = "127.10.0.2" };
+	size_t ns[MAX_NS] = { 1000 }, serial = 200, mad = 1000, engine = 20000;
+	int nn = 1, no_tcp = 0, c;
+	const char *role = NULL, *csv = NULL, *plot = NULL;
+
+	while ((c = getopt_long(argc, argv, "n:w:s:h", lo, NULL)) != -1) {
+		switch (c) {
+		case 'R': role = optarg; break;
+		case 'P': o.port = atoi(optarg); break;
+		case 'D': o.dst = optarg; break;
+		case 'Q': o.no_qp = 1; break;
+		case 'T': no_tcp = 1; break;
+		case 'M': mad = strtoul(optarg, NULL, 0); break;
+		case 'E': engine = strtoul(optarg, NULL, 0); break;
+		case 'C': csv = optarg; break;
+		case 'G': plot = optarg; break;
+		case 'L': link_kind = optarg; break;
+		case 'K':
+			nclients = atoi(optarg);
+			if (nclients < 1 || nclients > 16)
+				nclients = 1;
+			break;
+		case 'S': o.src = optarg; break;
+		case 'w': o.window = strtoul(optarg, NULL, 0); break;
+		case 's': serial = strtoul(optarg, NULL, 0); break;
+		case 'n':
+			nn = 0;
+			for (char *t = strtok(optarg, ","); t && nn < MAX_NS; t = strtok(NULL, ","))
+				ns[nn++] = strtoul(t, NULL, 0);
+			o.n = ns[0];
+			break;
+		default: usage(); return c == 'h' ? 0 : 2;
+		}
+	}
+	if (role)
+		return role_main(role, &o);
+	if (!nn || !ns[0]) {
+		usage();
+		return 2;
+	}
+
+	char self[PATH_MAX];
+	ssize_t k = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (k <= 0)
+		return 1;
+	self[k] = 0;
+	snprintf(bindir, sizeof(bindir), "%s", dirname(self));
+	signal(SIGPIPE, SIG_IGN);
+	if (sim_start())
+		return 1;
+	atexit(sim_down);
+	/* N concurrent REQs queue up to N CONNECT_REQUESTs on the server: lift
+	 * the listen backlog cap (the kernel's net.rdma_ucm.max_backlog). */
+	setenv("USCM_MAX_BACKLOG", "1048576", 0);
+
+	struct bench_run u[MAX_NS], t[MAX_NS], us = { 0 }, ts = { 0 };
+	int fail = 0;
+	FILE *cf = NULL;
+
+	if (csv && !(cf = fopen(csv, "w"))) {
+		fprintf(stderr, "uscm-bench: %s: %s\n", csv, strerror(errno));
+		return 1;
+	}
+	if (cf)
+		bench_csv_header(cf);
+	printf("uscm-bench: %s fabric, %d nodes; uscm client%s node1%s -> server node2%s; TCP 127.0.0.1\n\n",
+	       link_kind, 1 + nclients, nclients > 1 ? "s" : "", nclients > 1 ? ",node3.." : "",
+	       o.no_qp ? " (no QPs)" : "");
+	for (int i = 0; i < nn; i++) {
+		fprintf(stderr, "uscm-bench: N=%zu uscm\n", ns[i]);
+		fail |= run_pair(&u[i], 0, ns[i], o.window, o.no_qp) != 0;
+		bench_print_run(stdout, &u[i]);
+		printf("  heap per established connection %.0f bytes (verbs excluded); SA queries %.0f\n",
+		       u[i].heap_per_conn, u[i].sa_queries);
+		if (!no_tcp) {
+			fprintf(stderr, "uscm-bench: N=%zu tcp\n", ns[i]);
+			fail |= run_pair(&t[i], 1, ns[i], o.window, 0) != 0;
+			bench_print_run(stdout, &t[i]);
+			printf("  ratio uscm/TCP: setup rate %.2f, us/conn %.2f, p50 %.2f\n",
+			       bench_rate(&u[i]) / (bench_rate(&t[i]) ? bench_rate(&t[i]) : 1),
+			       bench_step(&u[i], "established") && bench_step(&t[i], "established")
+				       ? (bench_step(&u[i], "established")->total_us /
+					  bench_step(&t[i], "established")->total_us)
+				       : 0,
+			       bench_step(&u[i], "established") && bench_step(&t[i], "established")
+				       ? bench_step(&u[i], "established")->p50 / bench_step(&t[i], "established")->p50
+				       : 0);
+		} else {
+			memset(&t[i], 0, sizeof(t[i]));
+			t[i].what = "tcp";
+		}
+		printf("\n");
+		if (cf) {
+			bench_csv_run(cf, &u[i], "concurrent");
+			bench_csv_run(cf, &t[i], "concurrent");
+			fprintf(cf, "uscm,concurrent,%zu,%zu,heap_per_conn_bytes,%.0f,,,,,,\n", u[i].n, u[i].window,
+				u[i].heap_per_conn);
+			fprintf(cf, "uscm,concurrent,%zu,%zu,sa_queries,%.0f,,,,,,\n", u[i].n, u[i].window,
+				u[i].sa_queries);
+		}
+	}
+	if (serial) {
+		fprintf(stderr, "uscm-bench: %zu serial connections, uscm and tcp\n", serial);
+		fail |= run_pair(&us, 0, serial, 1, o.no_qp) != 0;
+		bench_print_run(stdout, &us);
+		if (!no_tcp) {
+			fail |= run_pair(&ts, 1, serial, 1, 0) != 0;
+			bench_print_run(stdout, &ts);
+		}
+		const struct bench_stat *a = bench_step(&us, "established"), *b = bench_step(&ts, "established");
+		if (a && b && b->p50 > 0)
+			printf("  setup latency p50 uscm %.1f us, TCP connect+accept %.1f us: ratio %.2f\n", a->p50,
+			       b->p50, a->p50 / b->p50);
+		printf("\n");
+		if (cf) {
+			bench_csv_run(cf, &us, "serial");
+			bench_csv_run(cf, &ts, "serial");
+		}
+	}
+	if (mad) {
+		struct bench_stat m;
+		fprintf(stderr, "uscm-bench: %zu MAD round trips\n", mad);
+		if (run_mad(mad, &m) == 0) {
+			printf("fabric MAD round trip (umad node1 <-> node2, %zu): min %.1f p50 %.1f p99 %.1f max %.1f us;"
+			       " 1.5 round trips = %.1f us\n",
+			       m.n, m.min, m.p50, m.p99, m.max, 1.5 * m.p50);
+			if (cf)
+				fprintf(cf, "mad,serial,%zu,1,mad_rtt,%.1f,%.3f,%.1f,%.1f,%.1f,%.1f,\n", m.n, m.total_us,
+					m.total_us / (double)m.n, m.min, m.p50, m.p99, m.max);
+		} else {
+			fprintf(stderr, "uscm-bench: MAD round trip failed\n");
+			fail = 1;
+		}
+	}
+	if (engine) {
+		double ns_hs, bytes;
+		fprintf(stderr, "uscm-bench: %zu engine handshakes\n", engine);
+		if (run_engine(engine, &ns_hs, &bytes) == 0) {
+			printf("engine only (in-process, both ends, 1000 live): %.0f ns CPU per handshake = %.0f handshakes/s;"
+			       " %.0f bytes engine state per connection end\n",
+			       ns_hs, 1e9 / ns_hs, bytes);
+			if (cf)
+				fprintf(cf, "engine,serial,%zu,1,handshake,%.1f,%.3f,,,,,%.0f\n", engine,
+					ns_hs * (double)engine / 1e3, ns_hs / 1e3, 1e9 / ns_hs);
+		} else {
+			fprintf(stderr, "uscm-bench: uscm-bench-engine failed\n");
+			fail = 1;
+		}
+	}
+	if (cf)
+		fclose(cf);
+	if (plot)
+		bench_write_plot(plot, u, t, nn);
+	return fail;
+}
