@@ -22,6 +22,8 @@
  * the socketpair; it also runs the send timers (resend after timeout_ms,
  * ETIMEDOUT record after the retries). So the fd is readable exactly when
  * a MAD or a timeout is waiting, as with the kernel.
+ * In direct mode (uscm_sim_umad_direct_fd, opt-in) the caller's umad_recv
+ * does the receiving instead of that thread: one wake-up per MAD, not two.
  *
  * Kernel semantics kept on purpose (drivers/infiniband/core/user_mad.c and
  * mad.c are the reference for behaviour): the upper 32 bits of the TID of
