@@ -1163,11 +1163,12 @@ static int direct_poller(const struct cenv *e)
 	CHECK(umad_recv(fd, &u, &len, 0) == ag && get16((uint8_t *)umad_get_mad(&u) + 16) == 0x0032,
 	      "the good MAD: %s", strerror(errno));
 
-	/* A Get to node3's echo server with a 300 ms timeout, read late. */
+	/* A Get to node3's echo server with a 1 s timeout (its answer takes
+	 * far less, even on a loaded machine), read 2.5 s later. */
 	mk_mad(&u, 0x09, 1, 0x01, 0x0042, 0x55);
 	umad_set_addr(&u, a->lid2, 1, 0, QP1_QKEY);
-	CHECK(umad_send(fd, ag, &u, 256, 300, 0) == 0, "send");
-	usleep(900000);
+	CHECK(umad_send(fd, ag, &u, 256, 1000, 0) == 0, "send");
+	usleep(2500000);
 	len = 256;
 	CHECK(umad_recv(fd, &u, &len, 2000) == ag, "recv: %s", strerror(errno));
 	m = umad_get_mad(&u);
