@@ -341,7 +341,7 @@ static int wait_progress_busy; /* a waiter polls the umad fds */
 static int cma_wait_event(struct cma_chan *c)
 {
 	struct pollfd fds[MAX_POLL];
-	int n = 0, prc, perr, mine;
+	int n = 0, prc, perr, mine, got = 0;
 
 	if (wait_progress_off < 0) {
 		const char *e = getenv("USCM_WAIT_PROGRESS");
@@ -368,6 +368,7 @@ static int cma_wait_event(struct cma_chan *c)
 	for (int k = 1; k < n; k++) {
 		if (!(fds[k].revents & (POLLIN | POLLERR)))
 			continue;
+		got = 1;
 		/* Found again by fd: nothing is assumed about what changed
 		 * while the lock was released. */
 		for (int d = 0; d < g.ndevs; d++)
@@ -378,7 +379,8 @@ static int cma_wait_event(struct cma_chan *c)
 					progress_rx(p);
 			}
 	}
-	cma_kick_timers();
+	if (got)
+		cma_kick_timers();
 	return 0;
 }
 
