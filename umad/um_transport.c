@@ -1,7 +1,6 @@
 /*
  * um_transport.c - MADs over libibumad (see um_transport.h).
  */
-#include <dlfcn.h>
 #include <endian.h>
 #include <errno.h>
 #include <poll.h>
@@ -23,7 +22,7 @@
 
 struct um_port {
 	int portid;                  /* libibumad's handle (the fd on Linux) */
-	int pollfd;                  /* what to poll: umad_get_fd, or the sim's direct fd */
+	int pollfd;                  /* what to poll: umad_get_fd(portid) */
 	int agent[UM_AGENT_COUNT];   /* -1: not registered */
 	struct um_port_info info;
 	void *txbuf;                 /* umad_size() + 256 */
@@ -41,26 +40,6 @@ static int init_rc;
 static void do_init(void)
 {
 	init_rc = umad_init();
-}
-
-/* The simulated fabric's libibumad (sim/umad) can hand the MADs to the
- * thread that calls umad_recv instead of waking its receive thread for
- * each one, for callers that poll the fd it returns and only read with
- * umad_recv, as this file does. Any other libibumad has no such symbol:
- * the kernel's umad fd is polled as is. */
-static int direct_fd(int portid)
-{
-	int (*fn)(int);
-	void *sym = dlsym(RTLD_DEFAULT, "uscm_sim_umad_direct_fd");
-	int fd;
-
-	if (sym) {
-		memcpy(&fn, &sym, sizeof(fn));
-		fd = fn(portid);
-		if (fd >= 0)
-			return fd;
-	}
-	return umad_get_fd(portid);
 }
 
 static void set_err(char *err, size_t len, const char *fmt, ...)
@@ -145,7 +124,7 @@ int um_port_open(const char *ca_name, int port_num, unsigned agents, struct um_p
 		p->portid = -1;
 		goto fail;
 	}
-	p->pollfd = direct_fd(p->portid);
+	p->pollfd = umad_get_fd(p->portid);
 	if (agents & UM_OPEN_CM) {
 		memset(cm_methods, 0, sizeof(cm_methods));
 		cm_methods[METHOD_SEND / (8 * sizeof(long))] |= 1L << (METHOD_SEND % (8 * sizeof(long)));

@@ -22,7 +22,7 @@
  * the socketpair; it also runs the send timers (resend after timeout_ms,
  * ETIMEDOUT record after the retries). So the fd is readable exactly when
  * a MAD or a timeout is waiting, as with the kernel.
- * In direct mode (uscm_sim_umad_direct_fd, opt-in) the caller's umad_recv
+ * In direct mode (the port's fd asked for with umad_get_fd) the caller's umad_recv
  * does the receiving instead of that thread: one wake-up per MAD, not two.
  *
  * Kernel semantics kept on purpose (drivers/infiniband/core/user_mad.c and
@@ -1711,9 +1711,17 @@ int umad_close_port(int fd)
 	return 0;
 }
 
+/* The kernel's libibumad returns the port fd itself. Here a caller that
+ * asks which fd to poll gets the port in direct mode (see "direct mode"
+ * below): an fd to poll, then umad_recv / umad_poll on the port fd. Who
+ * read()s the port fd itself must not ask, or run with
+ * USCM_SIM_UMAD_DIRECT=0 (the kernel's behaviour exactly). */
+static int direct_fd(int fd);
 int umad_get_fd(int fd)
 {
-	return fd;
+	int d = direct_fd(fd);
+
+	return d >= 0 ? d : fd;
 }
 
 /* ---- agents ------------------------------------------------------------------------- */
@@ -1912,7 +1920,8 @@ static int dev_poll(int fd, int timeout_ms)
 /* ---- direct mode ------------------------------------------------------------------- */
 
 /*
- * Direct mode (opt-in, uscm_sim_umad_direct_fd): the caller's thread receives
+ * Direct mode (a port whose fd the caller asked for with umad_get_fd, unless
+ * USCM_SIM_UMAD_DIRECT=0): the caller's thread receives
  * the port's datagrams inside umad_recv/umad_poll, so a MAD costs no wake-up
  * of the receive thread (which keeps the send timers and write()s to the
  * fd). The records still go through the socketpair, so everything the
@@ -1920,8 +1929,9 @@ static int dev_poll(int fd, int timeout_ms)
  * epoll fd holding the UDP socket and the socketpair end; it becomes
  * readable for a datagram the HCA or the MAD layer then drops, or one that
  * another thread's umad_recv takes first, and umad_recv(…, 0) then says
- * -EAGAIN. Hence opt-in: for callers that only poll the fd it returns and
- * read with umad_recv (uscm's um_transport), never read() the fd.
+ * -EAGAIN. Hence only for callers that ask for the fd to poll (umad_get_fd)
+ * and read with umad_recv — what libibumad documents — not for those that
+ * read() the port fd.
  */
 
 /* Receives what waits on fd's socket in direct mode. The epoll fd, or -1
@@ -1970,11 +1980,9 @@ static int direct_poll(int fd, int dfd, int timeout_ms)
 	}
 }
 
-/* uscm's extension (version node USCM_SIM_1.0, not in Debian's ABI): puts
- * port fd in direct mode and returns the fd to poll instead of fd, or -1
- * with errno (EBADF: no such port; ENOTSUP: USCM_SIM_UMAD_DIRECT=0). */
-int uscm_sim_umad_direct_fd(int fd);
-int uscm_sim_umad_direct_fd(int fd)
+/* Puts port fd in direct mode and returns the fd to poll instead of fd,
+ * or -1 with errno (EBADF: no such port; ENOTSUP: USCM_SIM_UMAD_DIRECT=0). */
+static int direct_fd(int fd)
 {
 	const char *env = getenv("USCM_SIM_UMAD_DIRECT");
 	struct epoll_event ev;

@@ -362,9 +362,10 @@ static int64_t ms_now(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* The drop-in's direct mode (sim/umad/README.md): the tests that set
- * g_direct before spawning run their children's ports in it. */
-int uscm_sim_umad_direct_fd(int fd);
+/* The drop-in's direct mode (sim/umad/README.md): a port whose fd the
+ * caller asked for with umad_get_fd. The tests that set g_direct before
+ * spawning run their children's ports in it; the others never call
+ * umad_get_fd (or turn direct mode off) and see the kernel's behaviour. */
 static int g_direct;
 
 /* umad_open_port, in direct mode when g_direct says so. */
@@ -373,9 +374,9 @@ static int open_port(void)
 	int fd = umad_open_port(NULL, 0);
 
 	if (fd >= 0 && g_direct) {
-		int d = uscm_sim_umad_direct_fd(fd);
+		int d = umad_get_fd(fd);
 
-		if (d < 0 || d == fd || uscm_sim_umad_direct_fd(fd) != d) {
+		if (d < 0 || d == fd || umad_get_fd(fd) != d) {
 			umad_close_port(fd);
 			return -1;
 		}
@@ -1062,6 +1063,9 @@ static int poller(const struct cenv *e)
 	int fd, ag, len = 256, ep;
 	ssize_t n;
 
+	/* The kernel's fd semantics (read(), write(), readable only for a
+	 * deliverable MAD): direct mode off. */
+	setenv("USCM_SIM_UMAD_DIRECT", "0", 1);
 	ag = open_reg(&fd, 0x09, 1, send_m, 1);
 	CHECK(ag >= 0, "register");
 	CHECK(umad_get_fd(fd) == fd, "get_fd");
@@ -1143,9 +1147,10 @@ static int direct_poller(const struct cenv *e)
 
 	ag = open_reg(&fd, 0x09, 1, send_m, 1);
 	CHECK(ag >= 0, "register");
-	d = uscm_sim_umad_direct_fd(fd);
+	d = umad_get_fd(fd);
 	CHECK(d >= 0 && d != fd, "direct fd %d for %d", d, fd);
-	CHECK(uscm_sim_umad_direct_fd(12345) == -1 && errno == EBADF, "not a port: EBADF");
+	CHECK(umad_get_fd(fd) == d, "asked again: the same fd");
+	CHECK(umad_get_fd(12345) == 12345, "not a port: returned as is, as the kernel's");
 	CHECK(umad_recv(fd, &u, &len, 0) == -EAGAIN && errno == EAGAIN, "empty: EAGAIN");
 	CHECK(umad_poll(fd, 50) == -ETIMEDOUT, "umad_poll timeout");
 	p = (struct pollfd){ .fd = d, .events = POLLIN };
@@ -1176,11 +1181,11 @@ static int direct_poller(const struct cenv *e)
 	      "the response, not a timeout (status %d method 0x%x)", umad_status(&u), m[3]);
 	umad_close_port(fd);
 
-	/* USCM_SIM_UMAD_DIRECT=0 turns the extension off. */
+	/* USCM_SIM_UMAD_DIRECT=0 turns direct mode off: the port fd itself. */
 	setenv("USCM_SIM_UMAD_DIRECT", "0", 1);
 	fd2 = umad_open_port(NULL, 0);
 	CHECK(fd2 >= 0, "open");
-	CHECK(uscm_sim_umad_direct_fd(fd2) == -1 && errno == ENOTSUP, "off: ENOTSUP");
+	CHECK(umad_get_fd(fd2) == fd2, "off: the port fd");
 	umad_close_port(fd2);
 	return 0;
 }

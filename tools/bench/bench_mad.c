@@ -2,12 +2,11 @@
  * uscm-bench roles "mad-echo" and "mad-ping": the fabric's raw MAD round
  * trip, two umad endpoints on two nodes ping-ponging a CM-class MAD (class
  * 0x07 v2, method Send) over QP1 — the floor under a connection, which is
- * REQ → REP → RTU: 1.5 round trips. Both ends put their port in the sim
- * drop-in's direct mode when it has one (as uscm's um_transport does), so
- * this is the floor under the library; USCM_SIM_UMAD_DIRECT=0 measures
- * the drop-in's receive-thread path instead.
+ * REQ → REP → RTU: 1.5 round trips. Both ends ask for the fd to poll
+ * (umad_get_fd), as uscm's um_transport does, which on the sim's drop-in
+ * puts the port in direct mode — so this is the floor under the library;
+ * USCM_SIM_UMAD_DIRECT=0 measures the drop-in's receive-thread path.
  */
-#include <dlfcn.h>
 #include <endian.h>
 #include <errno.h>
 #include <stdint.h>
@@ -30,15 +29,9 @@ static int open_agent(int *fd)
 	long mask[16 / sizeof(long)] = { 0 };
 
 	mask[0] = 1L << 0x03; /* method Send */
-	void *sym = dlsym(RTLD_DEFAULT, "uscm_sim_umad_direct_fd");
-	int (*direct)(int);
-
 	if (umad_init() < 0 || (*fd = umad_open_port(NULL, 0)) < 0)
 		return -1;
-	if (sym) {
-		memcpy(&direct, &sym, sizeof(direct));
-		direct(*fd); /* umad_recv with a timeout then waits in this thread */
-	}
+	(void)umad_get_fd(*fd); /* as the library does; umad_recv then waits here */
 	return umad_register(*fd, 0x07, 2, 0, mask);
 }
 
