@@ -320,6 +320,70 @@ static void progress_rx(struct cma_port *p)
 
 #define MAX_POLL 64
 
+/*
+ * rdma_get_cm_event's blocking wait (g.lock held on entry and return, not
+ * while asleep): polls the channel fd and every port's umad fd, and when a
+ * MAD arrives first, receives it in this thread, as the progress thread
+ * would. The MAD that makes the awaited event (CONNECT_REQUEST, the REP
+ * that makes ESTABLISHED, ...) then costs one wake-up, not two (progress
+ * thread, then this one). The progress thread polls the same fds and
+ * wakes too; whichever gets the lock first receives, the other finds
+ * nothing (umad_recv -EAGAIN). Only one waiting thread at a time polls
+ * the umad fds (others only their channel), so a MAD wakes at most two
+ * threads however many wait. Timers stay the progress thread's: after
+ * receiving, cma_kick_timers re-arms it if an engine timer moved earlier.
+ * USCM_WAIT_PROGRESS=0: wait on the channel fd only. Returns poll's errno
+ * or 0.
+ */
+static int wait_progress_off = -1;
+static int wait_progress_busy; /* a waiter polls the umad fds */
+
+static int cma_wait_event(struct cma_chan *c)
+{
+	struct pollfd fds[MAX_POLL];
+	int n = 0, prc, perr, mine, got = 0;
+
+	if (wait_progress_off < 0) {
+		const char *e = getenv("USCM_WAIT_PROGRESS");
+		wait_progress_off = e && !strcmp(e, "0");
+	}
+	mine = !wait_progress_off && !wait_progress_busy;
+	wait_progress_busy |= mine;
+	fds[n].fd = c->ch.fd;
+	fds[n++].events = POLLIN;
+	for (int d = 0; d < g.ndevs && mine; d++)
+		for (int i = 0; i < g.devs[d].nports && n < MAX_POLL; i++)
+			if (g.devs[d].ports[i].eng) {
+				fds[n].fd = um_port_fd(g.devs[d].ports[i].um);
+				fds[n++].events = POLLIN;
+			}
+	pthread_mutex_unlock(&g.lock);
+	prc = poll(fds, (nfds_t)n, -1);
+	perr = errno;
+	pthread_mutex_lock(&g.lock);
+	if (mine)
+		wait_progress_busy = 0;
+	if (prc <= 0 || c->dead)
+		return prc < 0 && perr != EINTR ? perr : 0;
+	for (int k = 1; k < n; k++) {
+		if (!(fds[k].revents & (POLLIN | POLLERR)))
+			continue;
+		got = 1;
+		/* Found again by fd: nothing is assumed about what changed
+		 * while the lock was released. */
+		for (int d = 0; d < g.ndevs; d++)
+			for (int i = 0; i < g.devs[d].nports; i++) {
+				struct cma_port *p = &g.devs[d].ports[i];
+
+				if (p->eng && um_port_fd(p->um) == fds[k].fd)
+					progress_rx(p);
+			}
+	}
+	if (got)
+		cma_kick_timers();
+	return 0;
+}
+
 static void *progress_main(void *arg)
 {
 	struct pollfd fds[MAX_POLL];
@@ -711,10 +775,7 @@ CMA_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma
 			return cma_fail(EAGAIN);
 		}
 		c->waiters++;
-		pthread_mutex_unlock(&g.lock);
-		struct pollfd pfd = { .fd = c->ch.fd, .events = POLLIN };
-		int prc = poll(&pfd, 1, -1), perr = errno;
-		pthread_mutex_lock(&g.lock);
+		int perr = cma_wait_event(c);
 		c->waiters--;
 		if (c->dead) {
 			/* destroyed under us: never returns (see above) */
@@ -722,7 +783,7 @@ CMA_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma
 			for (;;)
 				pause();
 		}
-		if (prc < 0 && perr != EINTR) {
+		if (perr) {
 			pthread_mutex_unlock(&g.lock);
 			return cma_fail(perr);
 		}

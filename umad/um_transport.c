@@ -22,6 +22,7 @@
 
 struct um_port {
 	int portid;                  /* libibumad's handle (the fd on Linux) */
+	int pollfd;                  /* what to poll: umad_get_fd(portid) */
 	int agent[UM_AGENT_COUNT];   /* -1: not registered */
 	struct um_port_info info;
 	void *txbuf;                 /* umad_size() + 256 */
@@ -123,6 +124,7 @@ int um_port_open(const char *ca_name, int port_num, unsigned agents, struct um_p
 		p->portid = -1;
 		goto fail;
 	}
+	p->pollfd = umad_get_fd(p->portid);
 	if (agents & UM_OPEN_CM) {
 		memset(cm_methods, 0, sizeof(cm_methods));
 		cm_methods[METHOD_SEND / (8 * sizeof(long))] |= 1L << (METHOD_SEND % (8 * sizeof(long)));
@@ -218,7 +220,7 @@ static void capture_local(const struct um_port *p, struct um_capture_local *l)
 
 int um_port_fd(const struct um_port *p)
 {
-	return umad_get_fd(p->portid);
+	return p->pollfd;
 }
 
 const struct um_port_info *um_port_info(const struct um_port *p)

@@ -22,6 +22,8 @@
  * the socketpair; it also runs the send timers (resend after timeout_ms,
  * ETIMEDOUT record after the retries). So the fd is readable exactly when
  * a MAD or a timeout is waiting, as with the kernel.
+ * In direct mode (the port's fd asked for with umad_get_fd) the caller's umad_recv
+ * does the receiving instead of that thread: one wake-up per MAD, not two.
  *
  * Kernel semantics kept on purpose (drivers/infiniband/core/user_mad.c and
  * mad.c are the reference for behaviour): the upper 32 bits of the TID of
@@ -142,6 +144,7 @@ struct uport {
 	int ufd;                /* the application's end (returned fd) */
 	int ifd;                /* our end of the socketpair */
 	int sock;               /* UDP socket on the fabric */
+	int dfd;                /* direct mode: epoll fd {sock, ufd} the caller polls; else -1 */
 	uint16_t port;          /* its port */
 	uint8_t gen;            /* 3 bits of hi_tid against stale responses */
 	uint32_t psn;
@@ -302,6 +305,17 @@ static void atfork_child(void)
 		nx = up->next;
 		close(up->sock);
 		close(up->ifd);
+		if (up->dfd >= 0) {
+			/* The epoll instance is shared with the parent (it would
+			 * see the parent's socket): the child's fd becomes an
+			 * empty, silent one. */
+			int e = epoll_create1(EPOLL_CLOEXEC);
+
+			if (e >= 0) {
+				dup2(e, up->dfd);
+				close(e);
+			}
+		}
 		for (o = up->sends; o; o = on) {
 			on = o->next;
 			free(o);
@@ -1377,6 +1391,25 @@ static void rx_datagram(struct uport *up, uint8_t *pkt, size_t len, int src, uin
 	deliver_mad(up, i, &a, mad, MAD_SIZE);
 }
 
+/* Receives up to max datagrams waiting on the port's UDP socket: validated,
+ * matched and queued on the socketpair as records (G.lk held). The receive
+ * thread does it, or in direct mode the application's thread. */
+static void drain_sock(struct uport *up, int max)
+{
+	uint8_t buf[RX_BUF];
+	int k;
+
+	for (k = 0; k < max; k++) {
+		int src;
+		uint16_t sport;
+		ssize_t len = simf_recv(G.f, up->sock, buf, sizeof(buf), &src, &sport);
+
+		if (len < 0)
+			break;
+		rx_datagram(up, buf, (size_t)len, src, sport, 1);
+	}
+}
+
 /* Records the application wrote to its fd directly (write() instead of
  * umad_send): sent the same way; errors only show in the debug log. */
 static void rx_user_write(struct uport *up)
@@ -1412,6 +1445,15 @@ static void run_timers(void)
 	for (up = G.ports; up; up = up->next) {
 		struct osend *o, *nx;
 
+		/* Direct mode: an answer may be waiting unread on the socket;
+		 * the kernel would have matched it on arrival, before the
+		 * timer. */
+		if (up->dfd >= 0)
+			for (o = up->sends; o; o = o->next)
+				if (o->deadline <= now) {
+					drain_sock(up, 1024);
+					break;
+				}
 		for (o = up->sends; o; o = nx) {
 			struct ib_user_mad *h = (struct ib_user_mad *)o->rec;
 			struct rmpp_rx *r;
@@ -1466,7 +1508,6 @@ static int next_timeout_ms(void)
 static void *rx_thread(void *arg)
 {
 	struct epoll_event ev[32];
-	uint8_t buf[RX_BUF];
 
 	(void)arg;
 	for (;;) {
@@ -1492,17 +1533,8 @@ static void *rx_thread(void *arg)
 			if (!up)
 				continue; /* closed meanwhile */
 			if ((d & 3) == 0) {
-				int k;
-
-				for (k = 0; k < 64; k++) {
-					int src;
-					uint16_t sport;
-					ssize_t len = simf_recv(G.f, up->sock, buf, sizeof(buf), &src, &sport);
-
-					if (len < 0)
-						break;
-					rx_datagram(up, buf, (size_t)len, src, sport, 1);
-				}
+				if (up->dfd < 0) /* else the application's thread reads it */
+					drain_sock(up, 64);
 			} else {
 				if (ev[i].events & EPOLLOUT)
 					flush_backlog(up);
@@ -1577,6 +1609,7 @@ int umad_open_port(const char *ca_name, int portnum)
 		goto out;
 	}
 	up->backlog_tail = &up->backlog;
+	up->dfd = -1;
 	up->sock = simf_socket(G.f, G.self, 0, &up->port);
 	if (up->sock < 0) {
 		DBG(1, "simf_socket: %s", strerror(errno));
@@ -1663,7 +1696,10 @@ int umad_close_port(int fd)
 			bn = b->next;
 			free(b);
 		}
-		epoll_ctl(G.ep, EPOLL_CTL_DEL, up->sock, NULL);
+		if (up->dfd >= 0)
+			close(up->dfd);
+		else
+			epoll_ctl(G.ep, EPOLL_CTL_DEL, up->sock, NULL);
 		set_ifd_events(up, 0);
 		close(up->sock);
 		close(up->ifd);
@@ -1675,9 +1711,17 @@ int umad_close_port(int fd)
 	return 0;
 }
 
+/* The kernel's libibumad returns the port fd itself. Here a caller that
+ * asks which fd to poll gets the port in direct mode (see "direct mode"
+ * below): an fd to poll, then umad_recv / umad_poll on the port fd. Who
+ * read()s the port fd itself must not ask, or run with
+ * USCM_SIM_UMAD_DIRECT=0 (the kernel's behaviour exactly). */
+static int direct_fd(int fd);
 int umad_get_fd(int fd)
 {
-	return fd;
+	int d = direct_fd(fd);
+
+	return d >= 0 ? d : fd;
 }
 
 /* ---- agents ------------------------------------------------------------------------- */
@@ -1873,8 +1917,125 @@ static int dev_poll(int fd, int timeout_ms)
 	return -EIO;
 }
 
+/* ---- direct mode ------------------------------------------------------------------- */
+
+/*
+ * Direct mode (a port whose fd the caller asked for with umad_get_fd, unless
+ * USCM_SIM_UMAD_DIRECT=0): the caller's thread receives
+ * the port's datagrams inside umad_recv/umad_poll, so a MAD costs no wake-up
+ * of the receive thread (which keeps the send timers and write()s to the
+ * fd). The records still go through the socketpair, so everything the
+ * receive path does stays the same code. The price: the fd to poll is an
+ * epoll fd holding the UDP socket and the socketpair end; it becomes
+ * readable for a datagram the HCA or the MAD layer then drops, or one that
+ * another thread's umad_recv takes first, and umad_recv(…, 0) then says
+ * -EAGAIN. Hence only for callers that ask for the fd to poll (umad_get_fd)
+ * and read with umad_recv — what libibumad documents — not for those that
+ * read() the port fd.
+ */
+
+/* Receives what waits on fd's socket in direct mode. The epoll fd, or -1
+ * when fd is not a direct-mode port. */
+static int direct_drain(int fd)
+{
+	struct uport *up;
+	int dfd = -1;
+
+	pthread_mutex_lock(&G.lk);
+	up = port_by_fd(fd);
+	if (up && up->dfd >= 0) {
+		dfd = up->dfd;
+		drain_sock(up, 64);
+	}
+	pthread_mutex_unlock(&G.lk);
+	return dfd;
+}
+
+/* dev_poll for a direct-mode port: 0 once a record waits on fd, else
+ * -ETIMEDOUT (or -EIO) after timeout_ms (< 0: none). */
+static int direct_poll(int fd, int dfd, int timeout_ms)
+{
+	uint64_t end = timeout_ms > 0 ? now_ns() + (uint64_t)timeout_ms * 1000000u : 0;
+
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int ms = timeout_ms;
+
+		if (poll(&p, 1, 0) == 1)
+			return 0;
+		if (timeout_ms > 0) {
+			uint64_t t = now_ns();
+
+			if (t >= end)
+				return -ETIMEDOUT;
+			ms = (int)((end - t + 999999) / 1000000);
+		} else if (timeout_ms == 0) {
+			return -ETIMEDOUT;
+		}
+		p.fd = dfd;
+		if (poll(&p, 1, ms) < 0 && errno != EINTR)
+			return -EIO;
+		if (direct_drain(fd) < 0)
+			return -EIO; /* closed meanwhile */
+	}
+}
+
+/* Puts port fd in direct mode and returns the fd to poll instead of fd,
+ * or -1 with errno (EBADF: no such port; ENOTSUP: USCM_SIM_UMAD_DIRECT=0). */
+static int direct_fd(int fd)
+{
+	const char *env = getenv("USCM_SIM_UMAD_DIRECT");
+	struct epoll_event ev;
+	struct uport *up;
+	int r = -1, e = 0, d;
+
+	if (env && !strcmp(env, "0")) {
+		errno = ENOTSUP;
+		return -1;
+	}
+	pthread_once(&once, init_once);
+	pthread_mutex_lock(&G.lk);
+	up = port_by_fd(fd);
+	if (!up) {
+		e = EBADF;
+	} else if (up->dfd >= 0) {
+		r = up->dfd;
+	} else if ((d = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+		e = errno;
+	} else {
+		memset(&ev, 0, sizeof(ev));
+		ev.events = EPOLLIN;
+		ev.data.fd = up->sock;
+		if (epoll_ctl(d, EPOLL_CTL_ADD, up->sock, &ev) < 0)
+			e = errno;
+		ev.data.fd = up->ufd;
+		if (!e && epoll_ctl(d, EPOLL_CTL_ADD, up->ufd, &ev) < 0)
+			e = errno;
+		if (e) {
+			close(d);
+		} else {
+			/* From now on the receive thread leaves the socket to
+			 * the caller's umad_recv (and drains it before firing
+			 * a send timer). */
+			epoll_ctl(G.ep, EPOLL_CTL_DEL, up->sock, NULL);
+			up->dfd = r = d;
+			DBG(1, "fd %d: direct mode, poll fd %d", fd, d);
+		}
+	}
+	pthread_mutex_unlock(&G.lk);
+	if (r < 0)
+		errno = e;
+	return r;
+}
+
 int umad_poll(int fd, int timeout_ms)
 {
+	int dfd;
+
+	pthread_once(&once, init_once);
+	dfd = direct_drain(fd);
+	if (dfd >= 0)
+		return direct_poll(fd, dfd, timeout_ms);
 	return dev_poll(fd, timeout_ms);
 }
 
@@ -1891,12 +2052,13 @@ int umad_recv(int fd, void *umad, int *length, int timeout_ms)
 		errno = EINVAL;
 		return -EINVAL;
 	}
-	if (timeout_ms && (n = dev_poll(fd, timeout_ms)) < 0) {
+	pthread_once(&once, init_once);
+	e = direct_drain(fd);
+	if (timeout_ms && (n = e >= 0 ? direct_poll(fd, e, timeout_ms) : dev_poll(fd, timeout_ms)) < 0) {
 		if (!errno)
 			errno = (int)-n;
 		return (int)n;
 	}
-	pthread_once(&once, init_once);
 	cap = UHDR + (size_t)(*length > 0 ? *length : 0);
 	lk = &recv_lk[(unsigned)fd % RECV_LOCKS];
 	pthread_mutex_lock(lk);

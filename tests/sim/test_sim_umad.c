@@ -362,12 +362,34 @@ static int64_t ms_now(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The drop-in's direct mode (sim/umad/README.md): a port whose fd the
+ * caller asked for with umad_get_fd. The tests that set g_direct before
+ * spawning run their children's ports in it; the others never call
+ * umad_get_fd (or turn direct mode off) and see the kernel's behaviour. */
+static int g_direct;
+
+/* umad_open_port, in direct mode when g_direct says so. */
+static int open_port(void)
+{
+	int fd = umad_open_port(NULL, 0);
+
+	if (fd >= 0 && g_direct) {
+		int d = umad_get_fd(fd);
+
+		if (d < 0 || d == fd || umad_get_fd(fd) != d) {
+			umad_close_port(fd);
+			return -1;
+		}
+	}
+	return fd;
+}
+
 /* Opens the port and registers (class, version) for the given methods. */
 static int open_reg(int *fd, uint8_t cls, uint8_t ver, const int *methods, int nm)
 {
 	long mask[16 / sizeof(long)] = { 0 };
 
-	*fd = umad_open_port(NULL, 0);
+	*fd = open_port();
 	if (*fd < 0)
 		return -1;
 	for (int i = 0; i < nm; i++)
@@ -752,7 +774,7 @@ static int timeout_client(const struct cenv *e)
 	int fd, ag, len = 256, got;
 	int64_t t0, dt;
 
-	fd = umad_open_port(NULL, 0);
+	fd = open_port();
 	CHECK(fd >= 0, "open");
 	ag = umad_register(fd, 0x09, 1, 0, NULL);
 	CHECK(ag >= 0, "register");
@@ -820,14 +842,12 @@ static int timeout_client(const struct cenv *e)
 	return 0;
 }
 
-Test(sim_umad, timeout_after_retries)
+static void timeouts(void)
 {
 	struct cm_arg a;
 	struct child s, c;
 	char msg[256];
 	int rc;
-
-	NEED_FABRIC();
 	a.lid1 = lid_of(3);
 	a.lid2 = lid_of(2);
 	s = spawn("node2", silent_server, NULL);
@@ -836,6 +856,21 @@ Test(sim_umad, timeout_after_retries)
 	EXPECT_CHILD_OK(c, 15000, "client (node1)");
 	rc = child_wait(&s, 10000, msg, sizeof(msg));
 	cr_assert_eq(rc, 0, "the server should see the request 3 times: %s", msg);
+}
+
+Test(sim_umad, timeout_after_retries)
+{
+	NEED_FABRIC();
+	timeouts();
+}
+
+/* The same in direct mode: no receive thread reads the socket, the timers
+ * still run (and drain it first). */
+Test(sim_umad, direct_mode_timeouts)
+{
+	NEED_FABRIC();
+	g_direct = 1;
+	timeouts();
 }
 
 /* ---- Q_Key, P_Key and other receive checks --------------------------------------------------- */
@@ -936,7 +971,7 @@ static void raw_send(uint16_t dport, uint16_t attr, uint32_t qkey, uint16_t pkey
 	close(fd);
 }
 
-Test(sim_umad, qkey_pkey_and_icrc_enforced)
+static void keys_enforced(void)
 {
 	static const struct keys_arg ka0;
 	struct keys_arg ka = ka0;
@@ -945,7 +980,6 @@ Test(sim_umad, qkey_pkey_and_icrc_enforced)
 	char msg[512];
 	int rc;
 
-	NEED_FABRIC();
 	ka.lid2 = lid_of(2);
 	/* node1 gets a P_Key that node2 does not have. */
 	simf_lock(g_f);
@@ -968,6 +1002,20 @@ Test(sim_umad, qkey_pkey_and_icrc_enforced)
 	rc = child_wait(&col, 10000, msg, sizeof(msg));
 	cr_assert_eq(rc, 0, "collector: %s", msg);
 	cr_assert(strstr(msg, "attrs=0x0012,0x0013,0x0017,") != NULL, "received %s", msg);
+}
+
+Test(sim_umad, qkey_pkey_and_icrc_enforced)
+{
+	NEED_FABRIC();
+	keys_enforced();
+}
+
+/* The receiver in direct mode: the same checks, done by umad_recv. */
+Test(sim_umad, direct_mode_drops)
+{
+	NEED_FABRIC();
+	g_direct = 1;
+	keys_enforced();
 }
 
 /* A requester that is not this library (no port in its TID) gets the
@@ -1015,6 +1063,9 @@ static int poller(const struct cenv *e)
 	int fd, ag, len = 256, ep;
 	ssize_t n;
 
+	/* The kernel's fd semantics (read(), write(), readable only for a
+	 * deliverable MAD): direct mode off. */
+	setenv("USCM_SIM_UMAD_DIRECT", "0", 1);
 	ag = open_reg(&fd, 0x09, 1, send_m, 1);
 	CHECK(ag >= 0, "register");
 	CHECK(umad_get_fd(fd) == fd, "get_fd");
@@ -1081,6 +1132,88 @@ Test(sim_umad, poll_epoll_and_buffers)
 	EXPECT_CHILD_OK(p, 10000, "poller");
 }
 
+/* Direct mode's fd: readable for a datagram that umad_recv then drops
+ * (-EAGAIN, and no longer readable), for a good MAD, and a response read
+ * after its request's timeout has passed is still the response (the timer
+ * drains the socket first, as the kernel matches on arrival). */
+static int direct_poller(const struct cenv *e)
+{
+	const struct keys_arg *a = e->arg; /* lid2: node3's LID here */
+	static const int send_m[] = { 0x03 };
+	struct pollfd p;
+	struct ubuf u;
+	uint8_t *m;
+	int fd, d, ag, len = 256, fd2;
+
+	ag = open_reg(&fd, 0x09, 1, send_m, 1);
+	CHECK(ag >= 0, "register");
+	d = umad_get_fd(fd);
+	CHECK(d >= 0 && d != fd, "direct fd %d for %d", d, fd);
+	CHECK(umad_get_fd(fd) == d, "asked again: the same fd");
+	CHECK(umad_get_fd(12345) == 12345, "not a port: returned as is, as the kernel's");
+	CHECK(umad_recv(fd, &u, &len, 0) == -EAGAIN && errno == EAGAIN, "empty: EAGAIN");
+	CHECK(umad_poll(fd, 50) == -ETIMEDOUT, "umad_poll timeout");
+	p = (struct pollfd){ .fd = d, .events = POLLIN };
+	CHECK(poll(&p, 1, 50) == 0, "nothing to poll");
+	c_ready(e);
+	c_wait_go(e); /* a datagram with a bad Q_Key is waiting */
+	CHECK(poll(&p, 1, 5000) == 1, "the datagram wakes the poller");
+	len = 256;
+	CHECK(umad_recv(fd, &u, &len, 0) == -EAGAIN, "dropped by umad_recv");
+	CHECK(poll(&p, 1, 0) == 0, "and no longer readable");
+	c_ready(e);
+	c_wait_go(e); /* a good one now */
+	CHECK(poll(&p, 1, 5000) == 1, "a good MAD wakes the poller");
+	len = 256;
+	CHECK(umad_recv(fd, &u, &len, 0) == ag && get16((uint8_t *)umad_get_mad(&u) + 16) == 0x0032,
+	      "the good MAD: %s", strerror(errno));
+
+	/* A Get to node3's echo server with a 1 s timeout (its answer takes
+	 * far less, even on a loaded machine), read 2.5 s later. */
+	mk_mad(&u, 0x09, 1, 0x01, 0x0042, 0x55);
+	umad_set_addr(&u, a->lid2, 1, 0, QP1_QKEY);
+	CHECK(umad_send(fd, ag, &u, 256, 1000, 0) == 0, "send");
+	usleep(2500000);
+	len = 256;
+	CHECK(umad_recv(fd, &u, &len, 2000) == ag, "recv: %s", strerror(errno));
+	m = umad_get_mad(&u);
+	CHECK(umad_status(&u) == 0 && m[3] == 0x81 && (get64(m + 8) & 0xFFFFFFFF) == 0x55,
+	      "the response, not a timeout (status %d method 0x%x)", umad_status(&u), m[3]);
+	umad_close_port(fd);
+
+	/* USCM_SIM_UMAD_DIRECT=0 turns direct mode off: the port fd itself. */
+	setenv("USCM_SIM_UMAD_DIRECT", "0", 1);
+	fd2 = umad_open_port(NULL, 0);
+	CHECK(fd2 >= 0, "open");
+	CHECK(umad_get_fd(fd2) == fd2, "off: the port fd");
+	umad_close_port(fd2);
+	return 0;
+}
+
+Test(sim_umad, direct_mode_poll_and_late_read)
+{
+	static const int one = 1;
+	struct keys_arg ka;
+	struct simf_agent ag;
+	struct child p, s;
+
+	NEED_FABRIC();
+	g_direct = 1;
+	ka.lid2 = lid_of(3);
+	s = spawn("node3", echo_server, &one);
+	EXPECT_READY(s, 5000, "echo server");
+	p = spawn("node2", direct_poller, &ka);
+	EXPECT_READY(p, 5000, "poller");
+	cr_assert(simf_agent_find(g_f, 2, 1, 0x09, 1, 0x03, NULL, &ag) >= 0, "the poller's agent");
+	raw_send(ag.port, 0x0031, 0x12345678, 0xFFFF, 1, 0); /* wrong Q_Key */
+	child_go(&p);
+	EXPECT_READY(p, 5000, "poller after the drop");
+	raw_send(ag.port, 0x0032, QP1_QKEY, 0xFFFF, 1, 0);
+	child_go(&p);
+	EXPECT_CHILD_OK(p, 10000, "poller");
+	EXPECT_CHILD_OK(s, 10000, "echo server");
+}
+
 /* ---- the SA through the fabric: RMPP and ENOSPC ---------------------------------------------------------- */
 
 struct sa_arg {
@@ -1097,7 +1230,7 @@ static int sa_client(const struct cenv *e)
 	int fd, ag, len, got, off;
 
 	CHECK(umad_get_port(NULL, 0, &port) == 0 && port.sm_lid, "SM lid");
-	fd = umad_open_port(NULL, 0);
+	fd = open_port();
 	CHECK(fd >= 0, "open");
 	ag = umad_register(fd, 0x03, 2, 1, NULL);
 	CHECK(ag >= 0, "register SA class");
@@ -1128,17 +1261,30 @@ static int sa_client(const struct cenv *e)
 	return 0;
 }
 
-Test(sim_umad, sa_gettable_rmpp_enospc)
+static void sa_gettable(void)
 {
 	struct sa_arg a;
 	struct child c;
 
-	NEED_FABRIC();
 	a.nnodes = g_f->st->nnodes;
 	for (unsigned i = 0; i <= a.nnodes && i < 8; i++)
 		a.guids[i] = g_f->st->nodes[i].guid;
 	c = spawn("node2", sa_client, &a);
 	EXPECT_CHILD_OK(c, 15000, "SA client");
+}
+
+Test(sim_umad, sa_gettable_rmpp_enospc)
+{
+	NEED_FABRIC();
+	sa_gettable();
+}
+
+/* RMPP reassembly and ACKs by the application's thread in direct mode. */
+Test(sim_umad, direct_mode_rmpp)
+{
+	NEED_FABRIC();
+	g_direct = 1;
+	sa_gettable();
 }
 
 /* ---- RoCE: GIDs instead of LIDs ------------------------------------------------------------ */

@@ -2,7 +2,10 @@
  * uscm-bench roles "mad-echo" and "mad-ping": the fabric's raw MAD round
  * trip, two umad endpoints on two nodes ping-ponging a CM-class MAD (class
  * 0x07 v2, method Send) over QP1 — the floor under a connection, which is
- * REQ → REP → RTU: 1.5 round trips.
+ * REQ → REP → RTU: 1.5 round trips. Both ends ask for the fd to poll
+ * (umad_get_fd), as uscm's um_transport does, which on the sim's drop-in
+ * puts the port in direct mode — so this is the floor under the library;
+ * USCM_SIM_UMAD_DIRECT=0 measures the drop-in's receive-thread path.
  */
 #include <endian.h>
 #include <errno.h>
@@ -28,6 +31,7 @@ static int open_agent(int *fd)
 	mask[0] = 1L << 0x03; /* method Send */
 	if (umad_init() < 0 || (*fd = umad_open_port(NULL, 0)) < 0)
 		return -1;
+	(void)umad_get_fd(*fd); /* as the library does; umad_recv then waits here */
 	return umad_register(*fd, 0x07, 2, 0, mask);
 }
 
