@@ -14,7 +14,8 @@
  * Invariants (abort() on violation, besides ASan/UBSan):
  *   - no event names a connection the user has destroyed or never got;
  *   - the engine's internals are consistent after every step: timer heap
- *     back-pointers, listener pending counts, the connection count and cap;
+ *     back-pointers, listener pending counts, the connection count and cap,
+ *     the half-open count and its cap (max_pending);
  *   - the statistics add up: rx = malformed + sum(rx_by_attr), tx = sum
  *     (tx_by_attr) = MADs drained, drop counters <= rx, peak >= live;
  *   - at the end, after destroying every listener and connection and
@@ -210,7 +211,7 @@ NO_COVERAGE static void check(struct world *w, int i)
 	struct node *n = &w->n[i];
 	struct cmp_engine *e = n->e;
 	const struct cmp_stats *st = cmp_engine_stats(e);
-	size_t live = 0, timers = 0;
+	size_t live = 0, timers = 0, half_open = 0;
 	uint64_t rx = 0, tx = 0;
 	unsigned pend[MAXL] = { 0 };
 
@@ -226,6 +227,15 @@ NO_COVERAGE static void check(struct world *w, int i)
 		}
 		if (c->state >= CMP_STATE_COUNT)
 			abort();
+		if (c->half_open) {
+			half_open++;
+			if (c->active || (c->state != CMP_REQ_RCVD && c->state != CMP_MRA_REQ_SENT &&
+					  c->state != CMP_REP_SENT && c->state != CMP_MRA_REP_RCVD &&
+					  c->state != CMP_SIDR_REQ_RCVD))
+				abort(); /* only passive handshakes in progress are half-open */
+		} else if (!c->active && (c->state == CMP_REQ_RCVD || c->state == CMP_MRA_REQ_SENT)) {
+			abort(); /* a passive conn the cap does not count */
+		}
 		/* A connection the user let go is freed on reaching IDLE. */
 		if (c->user_gone && c->state == CMP_IDLE)
 			abort();
@@ -244,6 +254,9 @@ NO_COVERAGE static void check(struct world *w, int i)
 	for (int j = 0; j < n->nlis; j++)
 		if (pend[j] != n->lis[j]->pending || n->lis[j]->pending > n->lis[j]->backlog)
 			abort();
+	if (half_open != st->half_open || half_open > e->s.max_pending ||
+	    st->half_open_peak < half_open || st->rx_spoofed > st->rx_mismatch)
+		abort();
 	if (live != cmp_engine_conn_count(e) || timers != cmp_engine_timer_count(e) ||
 	    live > e->s.max_conns)
 		abort();
@@ -603,6 +616,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* Small caps so the input reaches them. */
 		s.max_conns = (cfg & 4) ? 1u + (cfg >> 5) : 1u << 20;
 		s.default_backlog = (cfg & 8) ? 2 : 1024;
+		s.max_pending = (cfg & 64) ? 1 + ((cfg >> 2) & 1) : 4096;
 		s.max_timer_ns = (cfg & 16) ? 100000000ULL : 0;
 		s.timewait_ns = (cfg & 16) ? 0 : 50000000ULL;
 		if (trace_on()) { /* FUZZ_ENGINE_TRACE=1: see what a seed reaches */
