@@ -166,7 +166,10 @@ static void drain(struct world *w, int i, int final)
 	struct node *n = &w->n[i];
 	struct cmp_tx tx;
 	struct cmp_event ev;
+	int again;
 
+more:
+	again = 0;
 	while (cmp_engine_poll_tx(n->e, &tx)) {
 		n->drained++;
 		/* A queued MAD whose connection is gone has conn NULL: never a
@@ -193,8 +196,8 @@ static void drain(struct world *w, int i, int final)
 				abort(); /* a new connection, from a listener */
 			if (n->nheld < MAXC)
 				n->held[n->nheld++] = ev.conn;
-			else
-				cmp_conn_destroy(n->e, ev.conn, w->now); /* the user refuses it */
+			else /* the user refuses it: that sends a REJ, drained below */
+				cmp_conn_destroy(n->e, ev.conn, w->now), again = 1;
 		} else if (held_idx(n, ev.conn) < 0) {
 			abort(); /* an event for a connection the user let go */
 		}
@@ -203,6 +206,8 @@ static void drain(struct world *w, int i, int final)
 		if ((ev.private_data_len && !ev.private_data) || (ev.ari_len && !ev.ari))
 			abort();
 	}
+	if (again)
+		goto more;
 }
 
 /* The engine's internal bookkeeping, and its statistics, add up. */
