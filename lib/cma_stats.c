@@ -34,8 +34,10 @@ static void sum_locked(struct uscm_stats *s)
 			s->rx_spoofed += st->rx_spoofed;
 			s->rx_duplicate += st->rx_duplicate;
 			s->rx_stale += st->rx_stale;
-			s->rx_no_listener += st->rx_no_listener;
-			s->backlog_drops += st->backlog_drops;
+			/* The engine's, plus the REQs the library refused on an
+			 * id's behalf (per-id backlogs live in the library). */
+			s->rx_no_listener += st->rx_no_listener + p->no_listener_rejects;
+			s->backlog_drops += st->backlog_drops + p->backlog_rejects;
 			s->half_open_drops += st->half_open_drops;
 			s->retransmits += st->retransmits;
 			s->timeouts += st->timeouts;
