@@ -433,3 +433,38 @@ Test(hostile, wrong_pkey_never_reaches_the_cm)
 	cr_expect_eq(st.rx_stray, 3);
 	cr_expect_eq(st.conns_live, 0);
 }
+
+/* USCM_STATS=FILE: an unmodified program (the rdma_cm demo pair) prints
+ * its counters when it exits; USCM_STATS=stderr the same on stderr. */
+Test(hostile, stats_printed_at_exit)
+{
+	char *out = NULL, *cout = NULL;
+	int st;
+
+	cr_assert_eq(lt_sh(NULL,
+			   "(USCM_SIM_NODE=node2 USCM_STATS=%s/server.stats timeout 60 %s/uscm-rdma-demo"
+			   " server -p 7482 >%s/server.out 2>&1) >/dev/null 2>&1 &",
+			   lt_dir, lt_bin(), lt_dir),
+		     0);
+	usleep(300000);
+	st = lt_sh(&cout, "USCM_SIM_NODE=node1 USCM_STATS=stderr timeout 60 %s/uscm-rdma-demo client"
+			  " 127.10.0.2 -p 7482 2>&1", lt_bin());
+	cr_assert_eq(st, 0, "client:\n%s", cout);
+	cr_expect(strstr(cout, "uscm-stats rx_mads"), "no counters on stderr:\n%s", cout);
+	cr_expect(strstr(cout, "uscm-stats conns_total      1\n"), "%s", cout);
+	cr_expect(strstr(cout, "uscm-stats rx_spoofed       0\n"), "%s", cout);
+	/* The server exits once the client is gone. */
+	for (int i = 0; i < 100; i++) {
+		free(out);
+		out = NULL;
+		if (lt_sh(&out, "cat %s/server.stats 2>/dev/null", lt_dir) == 0 && strstr(out, "half_open_peak"))
+			break;
+		usleep(100000);
+	}
+	cr_expect(out && strstr(out, "uscm-stats pid "), "server stats file:\n%s", out ? out : "");
+	cr_expect(out && strstr(out, "uscm-stats rx_mads"), "server stats file:\n%s", out ? out : "");
+	cr_expect(out && strstr(out, "uscm-stats half_open_peak   1\n"), "server stats file:\n%s",
+		  out ? out : "");
+	free(out);
+	free(cout);
+}
