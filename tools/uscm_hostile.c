@@ -54,6 +54,7 @@ struct opts {
 	const char *guess; /* exact near seq random */
 	uint64_t seed;
 	const char *cma_dst; /* req-flood: CMA header to this IPv4 address */
+	unsigned until;      /* stop waiting once this many replies came */
 };
 
 static uint64_t rng;
@@ -71,7 +72,9 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: uscm-hostile [--ca NAME] [--port N] (--dlid LID | --dgid GID)\n"
 		"                    [--pkey-index I] [--count N] [--interval-us U] [--wait-ms W]\n"
-		"                    [--seed S] ATTACK [attack options]\n"
+		"                    [--until N] [--seed S] ATTACK [attack options]\n"
+		"  (--wait-ms: listen that long for replies after sending; --until: or\n"
+		"  until N replies came)\n"
 		"attacks:\n"
 		"  rej|dreq|drep|rtu|mra|rep|lap  --victim-id ID [--peer-id ID] [--victim-qpn QPN]\n"
 		"                                 [--guess exact|near|seq|random]\n"
@@ -251,9 +254,10 @@ static int build_malformed(const struct opts *o, unsigned k, uint8_t mad[CMP_MAD
 
 /* ---- replies ---------------------------------------------------------------- */
 
-static unsigned replies[32], other_replies;
+static unsigned replies[32], other_replies, nreplies;
 
-static void collect(struct um_port *p, unsigned ms)
+/* Reads replies for ms, or until `until` (if not 0) have come. */
+static void collect(struct um_port *p, unsigned ms, unsigned until)
 {
 	struct timespec t0, now;
 	struct um_rx rx;
@@ -268,7 +272,10 @@ static void collect(struct um_port *p, unsigned ms)
 				replies[rx.mad[17] & 31]++; /* attribute ID, low byte */
 			else
 				other_replies++;
+			nreplies++;
 		}
+		if (until && nreplies >= until)
+			return;
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		left = (long)ms - ((now.tv_sec - t0.tv_sec) * 1000 +
 				   (now.tv_nsec - t0.tv_nsec) / 1000000);
@@ -360,6 +367,9 @@ int main(int argc, char **argv)
 			struct in_addr tmp;
 			o.cma_dst = val;
 			bad = inet_pton(AF_INET, val, &tmp) != 1;
+		} else if (!strcmp(a, "--until")) {
+			bad = parse_u64(val, &v) || v > 100000000;
+			o.until = (unsigned)v;
 		} else if (!strcmp(a, "--seed")) {
 			bad = parse_u64(val, &o.seed);
 		} else {
@@ -409,9 +419,9 @@ int main(int argc, char **argv)
 		if (o.interval_us)
 			usleep(o.interval_us);
 		if ((k & 15) == 15)
-			collect(p, 0); /* keep our receive queue short */
+			collect(p, 0, 0); /* keep our receive queue short */
 	}
-	collect(p, o.wait_ms);
+	collect(p, o.wait_ms, o.until);
 	printf("sent %u %s to %s%u (failed %u): replies", sent, o.attack,
 	       o.dst.grh ? "GID, LID " : "LID ", o.dst.lid, failed);
 	for (i = 0; i < 32; i++)
