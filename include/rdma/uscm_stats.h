@@ -8,10 +8,11 @@
  * USCM_STATS=stderr (or USCM_STATS=/path/file): the library prints them
  * when the process exits. docs/reliability.md says how to read them.
  *
- * Every MAD that reaches the CM and is not acted on is counted in exactly
- * one of rx_malformed, rx_stray, rx_mismatch (of which rx_spoofed is a
- * part), rx_duplicate, rx_stale, rx_no_listener, backlog_drops or
- * half_open_drops.
+ * Every MAD that reaches the CM and is not acted on is counted in one of
+ * rx_malformed, rx_stray, rx_mismatch (of which rx_spoofed is a part),
+ * rx_duplicate, rx_stale, rx_no_listener, backlog_drops or
+ * half_open_drops (a REQ for a connection in TimeWait in two: it is a
+ * duplicate, answered REJ stale).
  */
 #ifndef USCM_STATS_H
 #define USCM_STATS_H
