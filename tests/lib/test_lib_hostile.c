@@ -479,3 +479,25 @@ Test(hostile, stats_printed_at_exit)
 	free(out);
 	free(cout);
 }
+
+/* uscm_get_stats copies what the caller's struct has room for: an older,
+ * smaller struct gets the prefix, a newer, larger one zeros past the end. */
+Test(hostile, get_stats_size_is_forward_compatible)
+{
+	struct uscm_stats s;
+	unsigned char big[sizeof(s) + 16], small[2 * sizeof(uint64_t)];
+
+	errno = 0;
+	cr_expect_eq(uscm_get_stats(NULL, sizeof(s)), -1);
+	cr_expect_eq(errno, EINVAL);
+	memset(big, 0xA5, sizeof(big));
+	cr_assert_eq(uscm_get_stats((struct uscm_stats *)(void *)big, sizeof(big)), 0);
+	for (size_t i = sizeof(s); i < sizeof(big); i++)
+		cr_assert_eq(big[i], 0, "byte %zu past the struct not zeroed", i);
+	memset(small, 0xA5, sizeof(small));
+	memset(&s, 0xA5, sizeof(s));
+	cr_assert_eq(uscm_get_stats((struct uscm_stats *)(void *)small, sizeof(small) - 8), 0);
+	cr_expect_eq(small[sizeof(small) - 1], 0xA5, "wrote past the size given");
+	cr_assert_eq(uscm_get_stats(&s, sizeof(s)), 0);
+	cr_expect_eq(memcmp(small, &s, 8), 0, "the prefix differs");
+}
