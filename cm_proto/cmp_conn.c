@@ -50,12 +50,14 @@ static void addr_from_path(struct cmp_addr *a, const struct cmp_path *p)
 	a->qkey = UMAD_QKEY;
 }
 
-/* The MAD came from the port the connection talks to. */
+/* The MAD came from the port the connection talks to: its GID when both
+ * carry one, else its LID. LID 0 is no unicast source, so a MAD without a
+ * GRH never matches a peer known only by GID (RoCE, where LIDs are 0). */
 static int src_ok(const struct cmp_conn *c, const struct cmp_addr *src)
 {
 	if (c->dst.grh && src->grh)
 		return memcmp(c->dst.gid, src->gid, 16) == 0;
-	return c->dst.lid == src->lid;
+	return src->lid && c->dst.lid == src->lid;
 }
 
 /* A reply to a MAD that belongs to no connection goes back where it came from. */
@@ -91,6 +93,14 @@ static void mismatch(struct cmp_engine *e, struct cmp_conn *c, const char *why, 
 {
 	e->st.rx_mismatch++;
 	cmp_trace_drop(e, c, why, now);
+}
+
+/* Right comm ID from the wrong port: a spoofing attempt or a confused
+ * peer. Counted in rx_mismatch and, separately, in rx_spoofed. */
+static void spoofed(struct cmp_engine *e, struct cmp_conn *c, const char *why, cmp_time now)
+{
+	e->st.rx_spoofed++;
+	mismatch(e, c, why, now);
 }
 
 static void unpend(struct cmp_conn *c)
@@ -324,12 +334,20 @@ static void on_req(struct cmp_engine *e, const struct cmp_addr *src, const struc
 			 REJ_CONSUMER_DEFINED, NULL, 0, NULL, 0);
 		return;
 	}
+	if (e->st.half_open >= e->s.max_pending) {
+		e->st.half_open_drops++;
+		cmp_trace_drop(e, NULL, "recv REQ: too many half-open connections: REJ", now);
+		send_rej(e, NULL, &back, m->hdr.tid, 0, r->local_comm_id, REJ_MSG_REQ,
+			 REJ_NO_RESOURCES, NULL, 0, NULL, 0);
+		return;
+	}
 	c = cmp_conn_alloc(e, CMP_IDLE, l->ctx);
 	if (!c) {
 		send_rej(e, NULL, &back, m->hdr.tid, 0, r->local_comm_id, REJ_MSG_REQ,
 			 REJ_NO_RESOURCES, NULL, 0, NULL, 0);
 		return;
 	}
+	cmp_half_open_begin(e, c);
 	c->listen = l;
 	c->pending = 1;
 	l->pending++;
@@ -398,9 +416,10 @@ static void on_mra(struct cmp_engine *e, const struct cmp_addr *src, const struc
 	 * peer ID from it (as the kernel): the passive connection that sent it
 	 * may vanish and a retried REQ reach a new one with another ID, whose
 	 * REJ or REP must still be accepted. */
-	if (!src_ok(c, src) || (r->message_mraed != MRA_MSG_REQ && c->remote_id &&
-				c->remote_id != r->local_comm_id))
-		return mismatch(e, c, "drop MRA: source or comm ID mismatch", now);
+	if (!src_ok(c, src))
+		return spoofed(e, c, "drop MRA: source mismatch", now);
+	if (r->message_mraed != MRA_MSG_REQ && c->remote_id && c->remote_id != r->local_comm_id)
+		return mismatch(e, c, "drop MRA: comm ID mismatch", now);
 	/* The peer announced how long it needs: wait that long, uncapped by
 	 * max_timer_ns (IBTA 12.6.6), plus one normal try. */
 	wait = conv(r->service_timeout) + c->base_timeout;
@@ -443,7 +462,7 @@ static void on_rej(struct cmp_engine *e, const struct cmp_addr *src, const struc
 	if (!c)
 		return stray(e, NULL, "drop REJ: unknown comm ID", now);
 	if (!src_ok(c, src))
-		return mismatch(e, c, "drop REJ: source mismatch", now);
+		return spoofed(e, c, "drop REJ: source mismatch", now);
 	/* A REJ of our REQ names us by our comm ID only (its sender may have
 	 * had no connection: backlog full, no listener, stale) and acts only
 	 * while the REQ is unanswered: a late copy must not tear down the
@@ -497,7 +516,7 @@ static void on_rep(struct cmp_engine *e, const struct cmp_addr *src, const struc
 	if (!c)
 		return stray(e, NULL, "drop REP: unknown comm ID", now);
 	if (!src_ok(c, src))
-		return mismatch(e, c, "drop REP: source mismatch", now);
+		return spoofed(e, c, "drop REP: source mismatch", now);
 	switch (c->state) {
 	case CMP_REQ_SENT:
 	case CMP_MRA_REQ_RCVD:
@@ -574,8 +593,12 @@ static struct cmp_conn *match(struct cmp_engine *e, const struct cmp_addr *src,
 		stray(e, NULL, what, now);
 		return NULL;
 	}
-	if (c->remote_id != local_id_field || !src_ok(c, src)) {
+	if (c->remote_id != local_id_field) {
 		mismatch(e, c, what, now);
+		return NULL;
+	}
+	if (!src_ok(c, src)) {
+		spoofed(e, c, what, now);
 		return NULL;
 	}
 	return c;
@@ -615,9 +638,10 @@ static void on_dreq(struct cmp_engine *e, const struct cmp_addr *src, const stru
 		send_drep(e, NULL, &back, m->hdr.tid, r->remote_comm_id, r->local_comm_id, NULL, 0, 0);
 		return;
 	}
-	if (c->remote_id != r->local_comm_id || c->local_qpn != r->remote_qpn_eecn ||
-	    !src_ok(c, src))
-		return mismatch(e, c, "drop DREQ: comm ID, QPN or source mismatch", now);
+	if (c->remote_id != r->local_comm_id || c->local_qpn != r->remote_qpn_eecn)
+		return mismatch(e, c, "drop DREQ: comm ID or QPN mismatch", now);
+	if (!src_ok(c, src))
+		return spoofed(e, c, "drop DREQ: source mismatch", now);
 	/* Take the DREQ's TID only where the DREQ is answered: a DREQ dropped
 	 * in, say, REP_RCVD must not change the TID of the RTU or REJ that
 	 * still answers the REQ's transaction. */
@@ -710,9 +734,12 @@ static void on_sidr_req(struct cmp_engine *e, const struct cmp_addr *src,
 		return cmp_trace_drop(e, NULL, "drop duplicate SIDR_REQ", now);
 	}
 	l = cmp_listen_match(e, r->service_id);
-	if (!l || l->pending >= l->backlog || !(c = cmp_conn_alloc(e, CMP_IDLE, l->ctx))) {
+	if (!l || l->pending >= l->backlog || e->st.half_open >= e->s.max_pending ||
+	    !(c = cmp_conn_alloc(e, CMP_IDLE, l->ctx))) {
 		if (!l)
 			e->st.rx_no_listener++;
+		else if (l->pending < l->backlog && e->st.half_open >= e->s.max_pending)
+			e->st.half_open_drops++;
 		else
 			e->st.backlog_drops++;
 		msg_init(&rep, UMAD_CM_ATTR_SIDR_REP, m->hdr.tid);
@@ -722,6 +749,7 @@ static void on_sidr_req(struct cmp_engine *e, const struct cmp_addr *src,
 		cmp_send(e, NULL, &back, &rep, 0);
 		return;
 	}
+	cmp_half_open_begin(e, c);
 	c->listen = l;
 	c->pending = 1;
 	l->pending++;
@@ -751,7 +779,7 @@ static void on_sidr_rep(struct cmp_engine *e, const struct cmp_addr *src,
 	if (!c || c->state != CMP_SIDR_REQ_SENT)
 		return stray(e, c, "drop SIDR_REP: no pending request", now);
 	if (!src_ok(c, src))
-		return mismatch(e, c, "drop SIDR_REP: source mismatch", now);
+		return spoofed(e, c, "drop SIDR_REP: source mismatch", now);
 	struct cmp_event *ev = cmp_emit(e, c, CMP_EV_SIDR_REP_RECEIVED, now);
 	ev->status = r->status;
 	ev->remote_qpn = r->qpn;

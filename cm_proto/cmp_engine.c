@@ -149,6 +149,7 @@ void cmp_conn_free(struct cmp_engine *e, struct cmp_conn *c)
 		c->pending = 0;
 	}
 	cmp_purge_events(e, c);
+	cmp_half_open_end(e, c);
 	/* MADs already queued for sending keep a pointer: clear it. */
 	for (size_t i = 0; i < e->tx_len; i++) {
 		struct cmp_tx *t = &e->txq[(e->tx_head + i) % e->tx_cap];
@@ -216,9 +217,31 @@ struct cmp_map_key cmp_sidr_key(uint32_t request_id, const struct cmp_addr *src)
 
 /* ---- tracing ---------------------------------------------------------------- */
 
+void cmp_half_open_begin(struct cmp_engine *e, struct cmp_conn *c)
+{
+	if (c->half_open)
+		return;
+	c->half_open = 1;
+	if (++e->st.half_open > e->st.half_open_peak)
+		e->st.half_open_peak = e->st.half_open;
+}
+
+void cmp_half_open_end(struct cmp_engine *e, struct cmp_conn *c)
+{
+	if (!c->half_open)
+		return;
+	c->half_open = 0;
+	e->st.half_open--;
+}
+
 void cmp_set_state(struct cmp_engine *e, struct cmp_conn *c, enum cmp_state to,
 		   const char *cause, cmp_time now)
 {
+	/* A passive connection stops being half-open once it leaves the
+	 * REQ..RTU part of the handshake, whichever way. */
+	if (to != CMP_REQ_RCVD && to != CMP_MRA_REQ_SENT && to != CMP_REP_SENT &&
+	    to != CMP_MRA_REP_RCVD && to != CMP_SIDR_REQ_RCVD)
+		cmp_half_open_end(e, c);
 	if (e->s.trace) {
 		struct cmp_trace_rec r = {
 			.time = now, .local_id = c->local_id, .remote_id = c->remote_id,

@@ -55,6 +55,12 @@ struct cmp_settings {
 	uint8_t sidr_retries;          /* 15 */
 	unsigned default_backlog;      /* pending REQs per listener: 1024 */
 	unsigned max_conns;            /* memory cap on live connections: 1 << 20 */
+	/* Memory cap on half-open passive connections (REQ received, not yet
+	 * established: REQ_RCVD, MRA_REQ_SENT, REP_SENT, MRA_REP_RCVD) across
+	 * all listeners, so a REQ flood from sources that never send an RTU
+	 * cannot hold more than this many; excess REQs get REJ(no resources)
+	 * and count in half_open_drops. 4096 (four full default backlogs). */
+	unsigned max_pending;
 	/* Answer a duplicate REQ that the user has not answered yet with an MRA
 	 * (what the kernel's rdma_cm does), so the peer stops retrying. */
 	int mra_on_duplicate_req;
@@ -251,6 +257,11 @@ struct cmp_stats {
 	uint64_t retransmits;
 	uint64_t timeouts;         /* retries exhausted */
 	uint64_t conns, conns_peak;
+	/* Added for issue 8 (kept at the end: uscm_get_stats copies a prefix). */
+	uint64_t rx_spoofed;       /* part of rx_mismatch: right comm ID, wrong source port */
+	uint64_t half_open_drops;  /* REQs/SIDR_REQs rejected at the max_pending cap */
+	uint64_t half_open;        /* gauge: half-open passive connections now */
+	uint64_t half_open_peak;
 };
 const struct cmp_stats *cmp_engine_stats(const struct cmp_engine *e);
 

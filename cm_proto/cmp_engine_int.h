@@ -34,6 +34,7 @@ struct cmp_conn {
 	uint8_t qp_type;
 	uint8_t indexed;        /* bit 0 by_remote, bit 1 by_qpn, bit 2 by_sidr */
 	uint8_t has_alt;
+	uint8_t half_open;      /* counted in stats.half_open (max_pending) */
 	uint8_t responder_resources, initiator_depth;
 	uint8_t retry_count, rnr_retry_count;
 	uint8_t remote_cm_response_timeout; /* how long the peer may take */
@@ -111,6 +112,9 @@ struct cmp_conn *cmp_find_remote(struct cmp_engine *e, uint32_t remote_id, uint6
 struct cmp_conn *cmp_find_qpn(struct cmp_engine *e, uint32_t qpn, uint64_t guid);
 struct cmp_map_key cmp_sidr_key(uint32_t request_id, const struct cmp_addr *src);
 uint64_t cmp_random(struct cmp_engine *e);
+/* Half-open passive connections: counted against settings.max_pending. */
+void cmp_half_open_begin(struct cmp_engine *e, struct cmp_conn *c);
+void cmp_half_open_end(struct cmp_engine *e, struct cmp_conn *c);
 struct cmp_listen *cmp_listen_match(struct cmp_engine *e, uint64_t sid);
 
 /* state machine (cmp_conn.c) */

@@ -20,6 +20,7 @@ void cmp_settings_default(struct cmp_settings *s)
 		.sidr_retries = 15,
 		.default_backlog = 1024,
 		.max_conns = 1u << 20,
+		.max_pending = 4096,
 		.mra_on_duplicate_req = 1,
 		.local_ca_guid = 0,
 		.seed = 0,

@@ -1314,11 +1314,16 @@ static void on_req(struct cma_port *p, const struct cmp_event *ev)
 
 	cma_req_in(ev, &r);
 	if (!r.l) {
+		p->no_listener_rejects++;
 		reject_unseen(p, ev->conn, CMA_REJ_INVALID_SERVICE_ID);
 		return;
 	}
-	if (r.l->backlog_used >= r.l->backlog ||
-	    !(nid = cma_req_id(p, &r, &ev->path, ev->service_id))) {
+	if (r.l->backlog_used >= r.l->backlog) {
+		p->backlog_rejects++;
+		reject_unseen(p, ev->conn, CMA_REJ_CONSUMER_DEFINED);
+		return;
+	}
+	if (!(nid = cma_req_id(p, &r, &ev->path, ev->service_id))) {
 		reject_unseen(p, ev->conn, CMA_REJ_CONSUMER_DEFINED);
 		return;
 	}

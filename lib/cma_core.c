@@ -177,6 +177,9 @@ int cma_init_locked(void)
 		g.settings.max_timer_ns = (cmp_time)v * 1000000u;
 	if ((v = env_long("USCM_TIMEWAIT_MS", -1)) >= 0)
 		g.settings.timewait_ns = (cmp_time)v * 1000000u;
+	/* Memory cap on half-open passive connections per port (REQ flood). */
+	if ((v = env_long("USCM_MAX_PENDING", -1)) > 0)
+		g.settings.max_pending = (unsigned)v;
 	g.path_cache_ns = (uint64_t)env_long("USCM_PATH_CACHE_MS", 60000) * 1000000u;
 	g.sa_timeout_min_ms = (int)env_long("USCM_SA_TIMEOUT_MIN_MS", 100);
 	/* The kernel ucma's net.rdma_ucm.max_backlog (1024). */

@@ -203,6 +203,10 @@ void cma_ud_on_sidr_req(struct cma_port *p, const struct cmp_event *ev)
 	/* No id for it, or the backlog is full: the engine answers SIDR_REP
 	 * "rejected" when we let go (as ib_cm does for the kernel CMA). */
 	if (!r.l || r.l->backlog_used >= r.l->backlog || r.l->id.qp_type != IBV_QPT_UD) {
+		if (!r.l || r.l->id.qp_type != IBV_QPT_UD)
+			p->no_listener_rejects++;
+		else
+			p->backlog_rejects++;
 		cmp_conn_destroy(p->eng, ev->conn, cma_now());
 		return;
 	}

@@ -3291,3 +3291,160 @@ Test(engine, state_and_event_names)
 	cr_assert_str_eq(cmp_event_str((enum cmp_event_type)16), "?");
 	cr_assert_str_eq(cmp_event_str((enum cmp_event_type)-1), "?");
 }
+
+/* ======================================================================== */
+/* Issue 8: spoofing counters, the half-open cap, GID-only peers             */
+/* ======================================================================== */
+
+/* A MAD naming the right connection from the wrong port is dropped and
+ * counted both in rx_mismatch and in rx_spoofed; a wrong QPN or comm ID is
+ * a mismatch but not a spoof. */
+Test(engine, spoofed_source_counted_apart)
+{
+	struct cmp_cm_msg m;
+
+	up();
+	reach_established();
+	msg(&m, UMAD_CM_ATTR_DREQ, 0x77ULL << 32 | cmp_conn_local_id(ca));
+	m.u.dreq.local_comm_id = cmp_conn_local_id(ca);
+	m.u.dreq.remote_comm_id = cmp_conn_local_id(cb);
+	m.u.dreq.remote_qpn_eecn = QPN_B;
+	inject_from(B, 9, &m);
+	EQ(ST(B)->rx_spoofed, 1);
+	EQ(ST(B)->rx_mismatch, 1);
+	m.u.dreq.remote_qpn_eecn = QPN_B ^ 1;
+	inject(B, &m);
+	EQ(ST(B)->rx_spoofed, 1);
+	EQ(ST(B)->rx_mismatch, 2);
+	msg(&m, UMAD_CM_ATTR_REJ, 1);
+	m.u.rej.local_comm_id = cmp_conn_local_id(cb);
+	m.u.rej.remote_comm_id = cmp_conn_local_id(ca);
+	m.u.rej.message_rejected = 2;
+	m.u.rej.reason = 28;
+	inject_from(A, 9, &m);
+	msg(&m, UMAD_CM_ATTR_DREP, 1);
+	m.u.drep.local_comm_id = cmp_conn_local_id(cb);
+	m.u.drep.remote_comm_id = cmp_conn_local_id(ca);
+	inject_from(A, 9, &m);
+	EQ(ST(A)->rx_spoofed, 2);
+	EQ(ST(A)->rx_mismatch, 2);
+	nothing(A);
+	nothing(B);
+	no_ev(A);
+	no_ev(B);
+	STATE(ca, CMP_ESTABLISHED);
+	STATE(cb, CMP_ESTABLISHED);
+}
+
+/* Regression: a RoCE peer is known by GID only (LID 0); a MAD without a
+ * GRH from LID 0 used to pass the source check (0 == 0) and could tear the
+ * connection down. It is a spoof now. */
+Test(engine, roce_peer_not_matched_by_lid_zero)
+{
+	struct cmp_cm_msg m;
+	struct cmp_addr nogrh = { .lid = 0, .qpn = 1, .qkey = 0x80010000 };
+	uint8_t mad[CMP_MAD_SIZE];
+
+	up();
+	pa.slid = pa.dlid = 0;
+	pa.roce = 1;
+	pa.subnet_local = 0;
+	listen_b();
+	connect_a();
+	take_to(A, 0, UMAD_CM_ATTR_REQ, &m);
+	EQ(TX.dst.grh, 1);
+	/* A's REQ, as B sees it: RoCE, so always with a GRH. */
+	struct cmp_addr from_a = { .grh = 1, .qpn = 1, .qkey = 0x80010000 };
+	memcpy(from_a.gid, pa.sgid, 16);
+	cmp_engine_recv(E(B), &from_a, TX.mad, CMP_MAD_SIZE, T.now);
+	cb = next_ev(B, CMP_EV_REQ_RECEIVED)->conn;
+	cr_assert_eq(cmp_accept(E(B), cb, &pp, T.now), 0);
+	take_to(B, 0, UMAD_CM_ATTR_REP, &m);
+	struct cmp_addr from_b = { .grh = 1, .qpn = 1, .qkey = 0x80010000 };
+	memcpy(from_b.gid, pa.dgid, 16);
+	cmp_engine_recv(E(A), &from_b, TX.mad, CMP_MAD_SIZE, T.now);
+	next_ev(A, CMP_EV_REP_RECEIVED);
+	cr_assert_eq(cmp_rtu(E(A), ca, NULL, 0, T.now), 0);
+	take_to(A, 0, UMAD_CM_ATTR_RTU, &m);
+	cmp_engine_recv(E(B), &from_a, TX.mad, CMP_MAD_SIZE, T.now);
+	next_ev(B, CMP_EV_RTU_RECEIVED);
+	STATE(ca, CMP_ESTABLISHED);
+	STATE(cb, CMP_ESTABLISHED);
+
+	/* The right comm IDs and QPN, no GRH, LID 0: dropped. */
+	msg(&m, UMAD_CM_ATTR_DREQ, 5);
+	m.u.dreq.local_comm_id = cmp_conn_local_id(ca);
+	m.u.dreq.remote_comm_id = cmp_conn_local_id(cb);
+	m.u.dreq.remote_qpn_eecn = QPN_B;
+	cr_assert_eq(cmp_cm_encode(&m, mad), 0);
+	cmp_engine_recv(E(B), &nogrh, mad, CMP_MAD_SIZE, T.now);
+	EQ(ST(B)->rx_spoofed, 1);
+	tn_events(&T, B);
+	no_ev(B);
+	STATE(cb, CMP_ESTABLISHED);
+	/* With the peer's GID it is the real thing. */
+	cmp_engine_recv(E(B), &from_a, mad, CMP_MAD_SIZE, T.now);
+	next_ev(B, CMP_EV_DREQ_RECEIVED);
+}
+
+/* settings.max_pending caps the half-open passive connections of the
+ * whole engine (all listeners): REQ_RCVD up to REP_SENT awaiting the RTU.
+ * Past it a REQ gets REJ(no resources) and counts in half_open_drops;
+ * establishing one frees a slot. */
+Test(engine, half_open_cap_rejects_excess_reqs)
+{
+	struct cmp_settings s;
+	struct cmp_cm_msg m;
+	struct cmp_listen *l2;
+
+	cmp_settings_default(&s);
+	EQ(s.max_pending, 4096);
+	s.max_pending = 2;
+	up_with(NULL, &s);
+	/* Two REQs (two listeners) fill the cap. */
+	reach_rep_rcvd(); /* cb in REP_SENT: still half-open */
+	cr_assert_eq(cmp_listen(E(B), SID + 1, 0, 0, NULL, &l2), 0);
+	EQ(ST(B)->half_open, 1);
+	msg(&m, UMAD_CM_ATTR_REQ, 0x42);
+	m.u.req.local_comm_id = 0xABCD0001;
+	m.u.req.service_id = SID + 1;
+	m.u.req.local_ca_guid = GUID_A;
+	m.u.req.local_qpn = 0x1111;
+	m.u.req.path_mtu = 4;
+	inject(B, &m);
+	const struct cmp_event *ev = next_ev(B, CMP_EV_REQ_RECEIVED);
+	struct cmp_conn *second = ev->conn;
+	EQ(ST(B)->half_open, 2);
+	EQ(ST(B)->half_open_peak, 2);
+	/* The third, on either listener, is refused. */
+	m.u.req.local_comm_id = 0xABCD0002;
+	m.u.req.local_qpn = 0x2222;
+	inject(B, &m);
+	take(B, UMAD_CM_ATTR_REJ, &m);
+	EQ(m.u.rej.reason, 3); /* no resources */
+	EQ(m.u.rej.remote_comm_id, 0xABCD0002);
+	EQ(ST(B)->half_open_drops, 1);
+	EQ(ST(B)->backlog_drops, 0);
+	no_ev(B);
+	EQ(cmp_engine_conn_count(E(B)), 2);
+	/* The first establishes: a slot frees up. */
+	cr_assert_eq(cmp_rtu(E(A), ca, NULL, 0, T.now), 0);
+	fwd(A, UMAD_CM_ATTR_RTU, &m);
+	next_ev(B, CMP_EV_RTU_RECEIVED);
+	EQ(ST(B)->half_open, 1);
+	msg(&m, UMAD_CM_ATTR_REQ, 0x43);
+	m.u.req.local_comm_id = 0xABCD0003;
+	m.u.req.service_id = SID + 1;
+	m.u.req.local_ca_guid = GUID_A;
+	m.u.req.local_qpn = 0x3333;
+	m.u.req.path_mtu = 4;
+	inject(B, &m);
+	struct cmp_conn *third = next_ev(B, CMP_EV_REQ_RECEIVED)->conn;
+	EQ(ST(B)->half_open, 2);
+	/* Rejecting and destroying release their slots too. */
+	cr_assert_eq(cmp_reject(E(B), second, 28, NULL, 0, NULL, 0, T.now), 0);
+	EQ(ST(B)->half_open, 1);
+	cmp_conn_destroy(E(B), third, T.now);
+	EQ(ST(B)->half_open, 0);
+	cmp_conn_destroy(E(B), second, T.now);
+}

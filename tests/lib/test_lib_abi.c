@@ -193,6 +193,8 @@ static const char *const v11[] = { "rdma_join_multicast_ex", NULL };
 static const char *const v12[] = { "rdma_establish", "rdma_init_qp_attr", NULL };
 static const char *const v13[] = { "rdma_get_remote_ece", "rdma_reject_ece", "rdma_set_local_ece", NULL };
 static const char *const v14[] = { "rdma_resolve_addrinfo", "rdma_query_addrinfo", "rdma_write_cm_event", NULL };
+/* uscm's own node (include/rdma/uscm_stats.h), apart from rdma-core's. */
+static const char *const vuscm[] = { "uscm_get_stats", NULL };
 
 static char *lib_path(void)
 {
@@ -234,16 +236,18 @@ Test(abi, every_symbol_with_its_version)
 	expect_version(syms, v12, "RDMACM_1.2");
 	expect_version(syms, v13, "RDMACM_1.3");
 	expect_version(syms, v14, "RDMACM_1.4");
+	expect_version(syms, vuscm, "USCM_1.0");
 	/* Nothing else is exported (besides the version nodes themselves). */
-	for (const char *const *l[] = { v10, v11, v12, v13, v14 }, *const **p = l; p < l + 5; p++)
+	for (const char *const *l[] = { v10, v11, v12, v13, v14, vuscm }, *const **p = l; p < l + 6;
+	     p++)
 		for (int i = 0; (*p)[i]; i++)
 			want++;
 	for (char *s = raw; *s; s++)
 		if (*s == '\n')
 			n++;
-	cr_expect_eq(n, want + 5, "%zu exported names, want %zu functions + 5 version nodes:\n%s", n,
+	cr_expect_eq(n, want + 6, "%zu exported names, want %zu functions + 6 version nodes:\n%s", n,
 		     want, raw);
-	cr_expect_eq(want, 71);
+	cr_expect_eq(want, 72);
 	free(raw);
 	free(syms);
 }
@@ -260,6 +264,7 @@ Test(abi, version_chain_and_soname)
 	cr_expect(strstr(out, "Parent 1: RDMACM_1.1"), "1.2 <- 1.1");
 	cr_expect(strstr(out, "Parent 1: RDMACM_1.2"), "1.3 <- 1.2");
 	cr_expect(strstr(out, "Parent 1: RDMACM_1.3"), "1.4 <- 1.3");
+	cr_expect(strstr(out, "Parent 1: RDMACM_1.4"), "USCM_1.0 <- 1.4");
 	free(out);
 }
 
