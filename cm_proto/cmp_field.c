@@ -280,6 +280,20 @@ void cmp_layout_print(const struct cmp_layout *l, const void *obj, FILE *out, in
 	}
 }
 
+void cmp_json_str(FILE *out, const char *s)
+{
+	fputc('"', out);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fprintf(out, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			fprintf(out, "\\u%04x", *s);
+		else
+			fputc(*s, out);
+	}
+	fputc('"', out);
+}
+
 void cmp_layout_json(const struct cmp_layout *l, const void *obj, FILE *out)
 {
 	char gid[64];

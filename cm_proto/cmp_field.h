@@ -115,6 +115,9 @@ void cmp_layout_print(const struct cmp_layout *l, const void *obj, FILE *out, in
 /* JSON: writes `"name": value` pairs separated by commas (no braces).
  * Integers as numbers, GIDs as strings, byte strings as hex strings. */
 void cmp_layout_json(const struct cmp_layout *l, const void *obj, FILE *out);
+/* A JSON string literal for s: quotes, backslashes and control characters
+ * escaped. */
+void cmp_json_str(FILE *out, const char *s);
 
 /* GID text form (IPv6 notation, as tshark prints FT_IPv6). buf >= 46 bytes. */
 const char *cmp_gid_str(const uint8_t gid[16], char *buf, size_t len);

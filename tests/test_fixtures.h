@@ -49,6 +49,20 @@ static inline int tf_vsh(char **out, const char *fmt, va_list ap)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* tf_vsh with printf arguments: the one shell runner of every suite
+ * (libtest.h's lt_sh and simtest.h's st_sh are this). */
+static inline int tf_sh(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline int tf_sh(char **out, const char *fmt, ...)
+{
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	st = tf_vsh(out, fmt, ap);
+	va_end(ap);
+	return st;
+}
+
 /* A scratch directory made on first use (tf_path) under /tmp/<prefix>XXXXXX
  * and removed, files included, by tf_remove (a suite's .fini). */
 static inline void tf_remove(char dir[64])

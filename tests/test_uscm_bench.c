@@ -23,17 +23,7 @@ static void fini(void)
 	tf_remove(dir);
 }
 
-static int sh(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int sh(char **out, const char *fmt, ...)
-{
-	va_list ap;
-	int st;
-
-	va_start(ap, fmt);
-	st = tf_vsh(out, fmt, ap);
-	va_end(ap);
-	return st;
-}
+#define sh tf_sh /* tests/test_fixtures.h */
 
 /* The CSV row of impl/mode/step; its p50 (µs) through *p50. */
 static const char *row(const char *csv, const char *prefix, const char *step, double *p50)

@@ -276,17 +276,7 @@ Test(ladder, gap_option_overrides_the_response_timeout)
 
 /* ---- through the CLI --------------------------------------------------- */
 
-static int sh(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int sh(char **out, const char *fmt, ...)
-{
-	va_list ap;
-	int st;
-
-	va_start(ap, fmt);
-	st = tf_vsh(out, fmt, ap);
-	va_end(ap);
-	return st;
-}
+#define sh tf_sh /* tests/test_fixtures.h */
 
 static char *decode(int want, const char *args, const char *name)
 {

@@ -35,17 +35,7 @@ static const char *bin(void)
 	return b && *b ? b : "build/bin";
 }
 
-static int sh(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int sh(char **out, const char *fmt, ...)
-{
-	va_list ap;
-	int st;
-
-	va_start(ap, fmt);
-	st = tf_vsh(out, fmt, ap);
-	va_end(ap);
-	return st;
-}
+#define sh tf_sh /* tests/test_fixtures.h */
 
 static const char *path(const char *name)
 {

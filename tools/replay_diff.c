@@ -116,26 +116,12 @@ void rp_report_print(const struct rp_report *r, FILE *out, const char *who)
 	fputc('\n', out);
 }
 
-static void json_str(FILE *out, const char *s)
-{
-	fputc('"', out);
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fprintf(out, "\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			fprintf(out, "\\u%04x", *s);
-		else
-			fputc(*s, out);
-	}
-	fputc('"', out);
-}
-
 void rp_report_json(const struct rp_report *r, FILE *out, const char *mode, const char *side)
 {
 	fputs("{\"mode\": ", out);
-	json_str(out, mode);
+	cmp_json_str(out, mode);
 	fputs(", \"side\": ", out);
-	json_str(out, side);
+	cmp_json_str(out, side);
 	fputs(", \"counts\": {", out);
 	for (int k = 0, first = 1; k < RP_D_KINDS; k++) {
 		fprintf(out, "%s\"%s\": %u", first ? "" : ", ", rp_diff_kind_str((enum rp_diff_kind)k),
@@ -147,16 +133,16 @@ void rp_report_json(const struct rp_report *r, FILE *out, const char *mode, cons
 		const struct rp_diff *d = &r->d[i];
 		fprintf(out, "%s{\"kind\": \"%s\", \"frame\": %" PRIu64 ", \"msg\": ", i ? ", " : "",
 			rp_diff_kind_str(d->kind), d->frame);
-		json_str(out, d->msg);
+		cmp_json_str(out, d->msg);
 		fputs(", \"field\": ", out);
-		json_str(out, d->field);
+		cmp_json_str(out, d->field);
 		fputs(", \"trace\": ", out);
-		json_str(out, d->trace_val);
+		cmp_json_str(out, d->trace_val);
 		fputs(", \"peer\": ", out);
-		json_str(out, d->peer_val);
+		cmp_json_str(out, d->peer_val);
 		fprintf(out, ", \"t_trace\": %.9f, \"t_peer\": %.9f, \"reason\": ", rel(r, d->t_trace),
 			rel(r, d->t_peer));
-		json_str(out, d->reason);
+		cmp_json_str(out, d->reason);
 		fputc('}', out);
 	}
 	fputs("]}\n", out);

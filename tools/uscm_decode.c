@@ -73,20 +73,6 @@ static const char *endpoint(const struct um_frame_meta *m, int src, char *buf, s
 	return buf;
 }
 
-static void json_str(FILE *out, const char *s)
-{
-	fputc('"', out);
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fprintf(out, "\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			fprintf(out, "\\u%04x", *s);
-		else
-			fputc(*s, out);
-	}
-	fputc('"', out);
-}
-
 /* The key fields of a CM message for the summary line. */
 static void cm_summary(const struct cmp_cm_msg *cm, FILE *out)
 {
@@ -145,9 +131,9 @@ static void print_diags(const struct cmp_diags *d, FILE *out, int json)
 				     "\"bit\": %u, \"field\": ",
 				i ? ", " : "", d->d[i].sev == CMP_DIAG_ERROR ? "error" : "warning",
 				cmp_diag_code_str(d->d[i].code), d->d[i].byte, d->d[i].bit);
-			json_str(out, d->d[i].field);
+			cmp_json_str(out, d->d[i].field);
 			fputs(", \"text\": ", out);
-			json_str(out, d->d[i].text);
+			cmp_json_str(out, d->d[i].text);
 			fputc('}', out);
 		}
 		fputc(']', out);
@@ -221,9 +207,9 @@ static enum mad_verdict print_mad(const struct um_pcap_mad *p, double t, const s
 	if (o->json) {
 		fprintf(out, "{\"frame\": %" PRIu64 ", \"time\": %.9f, \"link\": \"%s\", \"src\": ",
 			p->frame_no, t, p->meta.link == UM_LINK_IB ? "ib" : "rocev2");
-		json_str(out, src);
+		cmp_json_str(out, src);
 		fputs(", \"dst\": ", out);
-		json_str(out, dst);
+		cmp_json_str(out, dst);
 		fprintf(out, ", \"slid\": %u, \"dlid\": %u, \"src_qp\": %u, \"dest_qp\": %u, "
 			     "\"qkey\": %u, \"pkey\": %u, \"icrc_ok\": %s, \"class\": \"%s\", "
 			     "\"method\": \"%s\", \"attr\": \"%s\", \"valid\": %s, ",
