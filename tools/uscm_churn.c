@@ -16,9 +16,10 @@
  *
  *   ok            established, echo verified, DISCONNECTED status 0
  *   disc_timeout  as ok, but the DREQ went unanswered (DISCONNECTED -ETIMEDOUT)
- *   unreachable   UNREACHABLE (REQ retries exhausted; status in the -v line)
- *   rejected      REJECTED
- *   route_error   ROUTE_ERROR (SA query failed)
+ *   unreachable   UNREACHABLE -ETIMEDOUT (REQ retries exhausted)
+ *   rejected      REJECTED (any reason)
+ *   route_timeout ROUTE_ERROR -ETIMEDOUT (the SA did not answer)
+ *   route_error   ROUTE_ERROR with another status (the SA answered an error)
  *   addr_error    ADDR_ERROR
  *   conn_error    CONNECT_ERROR
  *   wc_error      a work completion failed (peer gone), then disconnected
@@ -26,7 +27,8 @@
  *   open          (server) still connected when told to stop
  *   bad_data      the echo differs from what was sent           (never correct)
  *   hang          an awaited event did not come within --stage-ms (never correct)
- *   other         an event that has no business there            (never correct)
+ *   other         an event that has no business there, or UNREACHABLE /
+ *                 DISCONNECTED with a status other than -ETIMEDOUT (never correct)
  *
  * The server accepts everything, echoes one message per connection,
  * answers DREQs and counts its own outcomes; SIGTERM / SIGINT end it.
@@ -61,11 +63,11 @@
 #define DEFAULT_PORT 7300
 
 enum outcome {
-	O_OK, O_DISC_TIMEOUT, O_UNREACHABLE, O_REJECTED, O_ROUTE_ERROR, O_ADDR_ERROR,
+	O_OK, O_DISC_TIMEOUT, O_UNREACHABLE, O_REJECTED, O_ROUTE_TIMEOUT, O_ROUTE_ERROR, O_ADDR_ERROR,
 	O_CONN_ERROR, O_WC_ERROR, O_DATA_TIMEOUT, O_OPEN, O_BAD_DATA, O_HANG, O_OTHER, O_N
 };
 static const char *const outcome_name[O_N] = {
-	"ok", "disc_timeout", "unreachable", "rejected", "route_error", "addr_error",
+	"ok", "disc_timeout", "unreachable", "rejected", "route_timeout", "route_error", "addr_error",
 	"conn_error", "wc_error", "data_timeout", "open", "bad_data", "hang", "other",
 };
 
@@ -301,7 +303,7 @@ static void client_event(struct rdma_cm_event *ev)
 		return;
 	case RDMA_CM_EVENT_DISCONNECTED:
 		if (c->stage == S_DISC) {
-			conn_end(c, status == 0 ? O_OK : O_DISC_TIMEOUT);
+			conn_end(c, status == 0 ? O_OK : status == -ETIMEDOUT ? O_DISC_TIMEOUT : O_OTHER);
 			return;
 		}
 		if (c->stage == S_DATA || c->stage == S_HOLD) {
@@ -314,10 +316,10 @@ static void client_event(struct rdma_cm_event *ev)
 		conn_end(c, O_ADDR_ERROR);
 		return;
 	case RDMA_CM_EVENT_ROUTE_ERROR:
-		conn_end(c, O_ROUTE_ERROR);
+		conn_end(c, status == -ETIMEDOUT ? O_ROUTE_TIMEOUT : O_ROUTE_ERROR);
 		return;
 	case RDMA_CM_EVENT_UNREACHABLE:
-		if (c->stage == S_CONNECT) {
+		if (c->stage == S_CONNECT && status == -ETIMEDOUT) {
 			conn_end(c, O_UNREACHABLE);
 			return;
 		}
@@ -524,10 +526,11 @@ static void server_event(struct rdma_cm_event *ev)
 		/* Answers the DREQ (DREP), or is a no-op after our own. */
 		rdma_disconnect(c->id);
 		server_poll(c); /* completions may be behind the event */
-		conn_end(c, c->recvd ? O_OK : status ? O_DISC_TIMEOUT : O_DATA_TIMEOUT);
+		conn_end(c, c->recvd ? O_OK : status == -ETIMEDOUT ? O_DISC_TIMEOUT
+					 : status ? O_OTHER : O_DATA_TIMEOUT);
 		return;
 	case RDMA_CM_EVENT_UNREACHABLE:
-		conn_end(c, O_UNREACHABLE);
+		conn_end(c, status == -ETIMEDOUT ? O_UNREACHABLE : O_OTHER);
 		return;
 	case RDMA_CM_EVENT_REJECTED:
 		conn_end(c, O_REJECTED);
@@ -569,6 +572,7 @@ static void server_poll(struct conn *c)
 					g.srv_notified++;
 					rdma_notify(c->id, IBV_EVENT_COMM_EST);
 				}
+				pause_here("est"); /* established by the data */
 				memcpy(c->buf.send, c->buf.recv, MSG);
 				if (rdma_post_send(c->id, (void *)2, c->buf.send, MSG, c->mr,
 						   IBV_SEND_SIGNALED))
