@@ -127,6 +127,17 @@ static const char *const outcomes[] = {
 };
 #define NOUT (sizeof(outcomes) / sizeof(outcomes[0]))
 
+/* What a cell does besides its fault rule, for the report. */
+static const char *const action_text[] = {
+	[A_NONE] = "",
+	[A_KILL_SERVER] = "SIGKILL server when paused",
+	[A_KILL_CLIENT] = "SIGKILL client when paused",
+	[A_LINK_DOWN] = "link node2 down under held connections",
+	[A_SM_KILLED] = "uscm-sim kill sm",
+	[A_SA_LINK_DOWN] = "uscm-sim link sm down",
+	[A_FABRIC_RESTART] = "links down + SM killed 1 s, SM restarted, links up",
+};
+
 static void setup(void)
 {
 	lt_fabric_start("ib", 2);
@@ -366,8 +377,13 @@ static void run_cell(const struct cell *c)
 	if (rep && *rep) {
 		FILE *fp = fopen(rep, "a");
 		if (fp) {
-			fprintf(fp, "%s\t%s\t%s\t%s\t%llu\t%u\t%s\t%s\t%s\n", c->name,
-				c->fault ? c->fault : "-", c->client_expect ? cs : "(killed)",
+			char what[256];
+
+			snprintf(what, sizeof(what), "%s%s%s%s%s", c->fault ? "`" : "",
+				 c->fault ? c->fault : "", c->fault ? "`" : "",
+				 c->fault && c->act ? "; " : "", action_text[c->act]);
+			fprintf(fp, "%s\t%s\t%s\t%s\t%llu\t%u\t%s\t%s\t%s\n", c->name, what,
+				c->client_expect ? cs : "(killed)",
 				c->server_expect ? ss : "(killed)", (unsigned long long)dt, c->bound_ms,
 				c->full ? "on demand" : "CI", pass ? "pass" : "FAIL", c->expected);
 			fclose(fp);
@@ -499,7 +515,8 @@ static void run_ucell(const struct ucell *c)
 	if (rep && *rep) {
 		FILE *fp = fopen(rep, "a");
 		if (fp) {
-			fprintf(fp, "%s\t%s\t%s%s\t%s\t%llu\t%u\t%s\t%s\t%s\n", c->name, c->fault,
+			fprintf(fp, "%s\t`%s`; `%s` / `%s`\t%s%s\t%s\t%llu\t%u\t%s\t%s\t%s\n", c->name,
+				c->fault, c->server, c->client,
 				st == 0 ? "exit 0" : "FAILED", vg[0] ? ", valgrind clean" : "",
 				c->server_exits ? (rc && rc[0] == '0' ? "exit 0" : "FAILED")
 						: "stopped",
