@@ -560,9 +560,10 @@ static void server_poll(struct conn *c)
 			break;
 		while (ibv_poll_cq(cqs[k], 1, &wc) == 1) {
 			if (wc.status != IBV_WC_SUCCESS) {
-				/* The echo's SEND flushed by a disconnect that came
-				 * before its ACK: the client has it. */
-				if (!(c->recvd && wc.status == IBV_WC_WR_FLUSH_ERR))
+				/* A flush is the QP moved to ERROR by the CM (a
+				 * disconnect before the echo's ACK, a REP that timed
+				 * out): the CM event that did it tells the outcome. */
+				if (wc.status != IBV_WC_WR_FLUSH_ERR)
 					fail(c, O_WC_ERROR);
 				continue;
 			}
