@@ -44,6 +44,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
@@ -712,7 +713,11 @@ int main(int argc, char **argv)
 		printf(" attempts=%ld", g.started);
 	for (int k = 0; k < O_N; k++)
 		printf(" %s=%lu", outcome_name[k], g.n[k]);
-	printf(" ms=%llu\n", (unsigned long long)(now_ms() - g.t0));
+	/* Live heap bytes (malloc's own count, fragmentation excluded): what a
+	 * leak of reachable memory would grow. */
+	struct mallinfo2 mi = mallinfo2();
+	printf(" heap_in_use=%zu heap_arena=%zu heap_mmap=%zu ms=%llu\n", mi.uordblks, mi.arena,
+	       mi.hblkhd, (unsigned long long)(now_ms() - g.t0));
 	fflush(stdout);
 	return bad;
 }

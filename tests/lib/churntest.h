@@ -168,8 +168,10 @@ static inline int ct_quiescent(const char *err)
 	return strstr(err, "uscm: exit: ids=0 conns=0 timers=0") != NULL;
 }
 
-/* VmRSS in kB and the number of open fds of pid (-1 when gone). */
-static inline long ct_rss_kb(pid_t pid)
+/* A field of /proc/PID/status in kB ("VmRSS", "RssAnon": the part that is
+ * not file pages such as the libraries and the fabric's mmap'd state) and
+ * the number of open fds of pid (-1 when gone). */
+static inline long ct_status_kb(pid_t pid, const char *field)
 {
 	char path[64], line[256];
 	long kb = -1;
@@ -178,9 +180,11 @@ static inline long ct_rss_kb(pid_t pid)
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	if (!(fp = fopen(path, "r")))
 		return -1;
+	size_t fl = strlen(field);
+
 	while (fgets(line, sizeof(line), fp))
-		if (!strncmp(line, "VmRSS:", 6))
-			kb = strtol(line + 6, NULL, 10);
+		if (!strncmp(line, field, fl) && line[fl] == ':')
+			kb = strtol(line + fl + 1, NULL, 10);
 	fclose(fp);
 	return kb;
 }

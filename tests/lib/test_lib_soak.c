@@ -9,11 +9,13 @@
  * per second, for USCM_SOAK_SECONDS (default 120; 20 in the ASan build,
  * where the allocator's quarantine makes RSS meaningless). Every second (or
  * every SECONDS/240 s) VmRSS and the open-fd count of both processes go to
- * a CSV ($USCM_SOAK_CSV, else a scratch file). Checked: every connection's
+ * a CSV ($USCM_SOAK_CSV, else a scratch file; RssAnon too). Checked: every connection's
  * outcome is a correct one (ok, or an error event the faults explain, and
  * ≥ 99% ok), both processes exit cleanly with nothing left in the library
  * (USCM_EXIT_REPORT), and the last quarter's maxima are not above the
- * first quarter's: RSS within 1 MiB (plain build only); the fd count's
+ * first quarter's: VmRSS within 1 MiB and its anonymous part (RssAnon:
+ * heap and stacks, without the file pages of the libraries and of the
+ * fabric's mmap'd state) within 256 kB (plain build only); the fd count's
  * baseline (its minimum: fewest connections in flight) not above the
  * first quarter's, its peak within what 8 connections in flight hold.
  * docs/reliability.md, "Soak", has the figures.
@@ -36,7 +38,8 @@ TestSuite(soak, .init = setup, .fini = lt_fini, .timeout = 4 * 3600);
 
 struct sample {
 	double t;
-	long crss, cfds, srss, sfds;
+	long crss, canon, cfds, srss, sanon, sfds; /* fds: the least seen in the interval */
+	long cfds_max, sfds_max;                    /* and the most */
 };
 
 /* The maximum (or minimum) of a field over quarter q of the samples. */
@@ -89,7 +92,8 @@ Test(soak, churn_with_faults_keeps_rss_and_fds_flat)
 	}
 	fp = fopen(csv, "w");
 	cr_assert(fp, "%s: %s", csv, strerror(errno));
-	fprintf(fp, "t_s,client_rss_kb,client_fds,server_rss_kb,server_fds\n");
+	fprintf(fp, "t_s,client_rss_kb,client_anon_kb,client_fds_min,client_fds_max,server_rss_kb,"
+		    "server_anon_kb,server_fds_min,server_fds_max\n");
 
 	cr_assert_eq(ct_sim("fault", "'drop=5%%,dup=5%%,qpt=mad'"), 0);
 	ct_spawn(&srv, lt_dir, "server", 2, "server --quiesce-ms 1500");
@@ -97,23 +101,44 @@ Test(soak, churn_with_faults_keeps_rss_and_fds_flat)
 	snprintf(args, sizeof(args), "client 127.10.0.2 -d %ld -c %d --rate 100 --quiesce-ms 1000",
 		 seconds, INFLIGHT);
 	ct_spawn(&cli, lt_dir, "client", 1, args);
-	uint64_t t0 = lt_now_ms(), next = t0 + 500;
+	/* The first second is start-up (the library opening its port): not
+	 * part of the baseline. */
+	uint64_t t0 = lt_now_ms(), next = t0 + 2000;
+	long cmin = LONG_MAX, cmax = -1, smin = LONG_MAX, smax = -1;
 	while (!ct_wait_exit(&cli, 0)) {
+		/* fds every 20 ms: their count moves with the connections in
+		 * flight, so each sample keeps the interval's least and most. */
+		long cf = ct_fds(cli.pid), sf = ct_fds(srv.pid);
+		if (lt_now_ms() - t0 < 1000)
+			cf = sf = -1;
+		if (cf >= 0) {
+			cmin = cf < cmin ? cf : cmin;
+			cmax = cf > cmax ? cf : cmax;
+		}
+		if (sf >= 0) {
+			smin = sf < smin ? sf : smin;
+			smax = sf > smax ? sf : smax;
+		}
 		if (lt_now_ms() - t0 > (uint64_t)(seconds + 120) * 1000) {
 			ct_kill(&cli);
 			ct_kill(&srv);
 			cr_assert_fail("the client did not finish within %ld s", seconds + 120);
 		}
 		if (lt_now_ms() >= next && n < cap) {
-			struct sample x = { (double)(lt_now_ms() - t0) / 1000.0, ct_rss_kb(cli.pid),
-					    ct_fds(cli.pid), ct_rss_kb(srv.pid), ct_fds(srv.pid) };
+			struct sample x = { (double)(lt_now_ms() - t0) / 1000.0,
+					    ct_status_kb(cli.pid, "VmRSS"),
+					    ct_status_kb(cli.pid, "RssAnon"), cmin,
+					    ct_status_kb(srv.pid, "VmRSS"),
+					    ct_status_kb(srv.pid, "RssAnon"), smin, cmax, smax };
 			/* The client's last second (quiescing) is not churn. */
 			if (x.t <= (double)seconds && x.crss > 0) {
 				s[n++] = x;
-				fprintf(fp, "%.1f,%ld,%ld,%ld,%ld\n", x.t, x.crss, x.cfds, x.srss,
-					x.sfds);
+				fprintf(fp, "%.1f,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld\n", x.t, x.crss,
+					x.canon, x.cfds, x.cfds_max, x.srss, x.sanon, x.sfds, x.sfds_max);
 				fflush(fp);
 			}
+			cmin = smin = LONG_MAX;
+			cmax = smax = -1;
 			next += (uint64_t)interval_ms;
 		}
 		usleep(20000);
@@ -145,12 +170,15 @@ Test(soak, churn_with_faults_keeps_rss_and_fds_flat)
 
 	cr_assert_geq(n, 8, "only %d samples", n);
 	long c1 = QMAX(0, crss), c4 = QMAX(3, crss), s1 = QMAX(0, srss), s4 = QMAX(3, srss);
+	long ca1 = QMAX(0, canon), ca4 = QMAX(3, canon), sa1 = QMAX(0, sanon), sa4 = QMAX(3, sanon);
 	long cf1 = QMIN(0, cfds), cf4 = QMIN(3, cfds), sf1 = QMIN(0, sfds), sf4 = QMIN(3, sfds);
-	long cm4 = QMAX(3, cfds), sm4 = QMAX(3, sfds);
+	long cm4 = QMAX(3, cfds_max), sm4 = QMAX(3, sfds_max);
 	printf("SOAK seconds=%ld attempts=%ld ok=%ld client_rss_kb=%ld->%ld server_rss_kb=%ld->%ld "
+	       "client_anon_kb=%ld->%ld server_anon_kb=%ld->%ld "
 	       "client_fds_min=%ld->%ld server_fds_min=%ld->%ld client_fds_max_last=%ld "
 	       "server_fds_max_last=%ld samples=%d csv=%s\n",
-	       seconds, att, ok, c1, c4, s1, s4, cf1, cf4, sf1, sf4, cm4, sm4, n, csv);
+	       seconds, att, ok, c1, c4, s1, s4, ca1, ca4, sa1, sa4, cf1, cf4, sf1, sf4, cm4, sm4, n,
+	       csv);
 	fflush(stdout);
 	/* Fds: the baseline (fewest in flight) does not move, and the peak
 	 * stays within what the connections in flight explain. */
@@ -161,6 +189,9 @@ Test(soak, churn_with_faults_keeps_rss_and_fds_flat)
 	if (check_rss) {
 		cr_expect_leq(c4, c1 + 1024, "client RSS grew: %ld -> %ld kB", c1, c4);
 		cr_expect_leq(s4, s1 + 1024, "server RSS grew: %ld -> %ld kB", s1, s4);
+		/* Anonymous memory (heap, stacks): where a leak would show. */
+		cr_expect_leq(ca4, ca1 + 256, "client anon RSS grew: %ld -> %ld kB", ca1, ca4);
+		cr_expect_leq(sa4, sa1 + 256, "server anon RSS grew: %ld -> %ld kB", sa1, sa4);
 	}
 	free(co);
 	free(ce);
