@@ -281,15 +281,25 @@ static void client_event(struct rdma_cm_event *ev)
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
 		if (c->stage != S_ROUTE)
 			break;
-		if (setup_qp(c))
-			die("QP setup");
+		if (setup_qp(c)) {
+			fprintf(stderr, "uscm-churn: conn %llu: QP setup: %s\n",
+				(unsigned long long)c->serial, strerror(errno));
+			conn_end(c, O_OTHER);
+			return;
+		}
 		memset(&cp, 0, sizeof(cp));
 		cp.responder_resources = cp.initiator_depth = 1;
 		cp.retry_count = 7;
 		cp.rnr_retry_count = 7;
 		stage(c, S_CONNECT);
-		if (rdma_connect(c->id, &cp))
-			die("rdma_connect");
+		if (rdma_connect(c->id, &cp)) {
+			/* Refused at once (say, the port went down): counted with
+			 * the CONNECT_ERRORs, said on stderr. */
+			fprintf(stderr, "uscm-churn: conn %llu: rdma_connect: %s\n",
+				(unsigned long long)c->serial, strerror(errno));
+			conn_end(c, O_CONN_ERROR);
+			return;
+		}
 		pause_here("connect");
 		return;
 	case RDMA_CM_EVENT_ESTABLISHED:
@@ -299,8 +309,10 @@ static void client_event(struct rdma_cm_event *ev)
 		snprintf(c->buf.send, MSG, "churn %d %llu", (int)getpid(),
 			 (unsigned long long)c->serial);
 		stage(c, S_DATA);
-		if (rdma_post_send(c->id, (void *)2, c->buf.send, MSG, c->mr, IBV_SEND_SIGNALED))
-			die("rdma_post_send");
+		if (rdma_post_send(c->id, (void *)2, c->buf.send, MSG, c->mr, IBV_SEND_SIGNALED)) {
+			fail(c, O_WC_ERROR);
+			disconnect(c);
+		}
 		return;
 	case RDMA_CM_EVENT_DISCONNECTED:
 		if (c->stage == S_DISC) {
@@ -497,8 +509,12 @@ static void server_event(struct rdma_cm_event *ev)
 		c->id = id;
 		id->context = c;
 		vlog("conn %llu: CONNECT_REQUEST", (unsigned long long)c->serial);
-		if (setup_qp(c))
-			die("QP setup");
+		if (setup_qp(c)) {
+			fprintf(stderr, "uscm-churn: server conn %llu: QP setup: %s\n",
+				(unsigned long long)c->serial, strerror(errno));
+			conn_end(c, O_OTHER);
+			return;
+		}
 		memset(&cp, 0, sizeof(cp));
 		cp.responder_resources = cp.initiator_depth = 1;
 		cp.rnr_retry_count = 7;
