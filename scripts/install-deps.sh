@@ -10,6 +10,7 @@ PKGS=(
   libcriterion-dev              # unit tests
   tshark                        # the independent decoding oracle
   infiniband-diags ibverbs-utils rdmacm-utils  # unmodified clients run on sim/
+  valgrind                      # leak check of an unmodified client (fault matrix)
 )
 
 missing=()
