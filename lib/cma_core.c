@@ -759,9 +759,19 @@ static void cma_exit_report(void)
  * another thread holds the lock. */
 __attribute__((destructor)) static void cma_fini(void)
 {
-	if (!g.inited || pthread_mutex_trylock(&g.lock))
+	int report = getenv("USCM_EXIT_REPORT") != NULL;
+	/* The report waits out a progress thread busy for a moment (200 ms at
+	 * most) rather than silently not being made. */
+	int tries = report ? 200 : 1;
+
+	if (!g.inited)
 		return;
-	if (getenv("USCM_EXIT_REPORT"))
+	while (pthread_mutex_trylock(&g.lock)) {
+		if (--tries <= 0)
+			return;
+		usleep(1000);
+	}
+	if (report)
 		cma_exit_report();
 	for (struct cma_id *id = g.ids; id; id = id->next) {
 		if (id->conn && id->port && id->port->eng) {
