@@ -854,6 +854,25 @@ int cma_sync_wait(struct cma_id *id)
 	return 0;
 }
 
+/* USCM_EXIT_REPORT: what is still alive at exit, on stderr, for leak checks
+ * at quiescence (docs/reliability.md): ids the application did not
+ * destroy, connections and timers still in the engines. */
+static void cma_exit_report(void)
+{
+	size_t conns = 0, timers = 0;
+	unsigned ids = 0;
+
+	for (struct cma_id *id = g.ids; id; id = id->next)
+		ids++;
+	for (int d = 0; d < g.ndevs; d++)
+		for (int i = 0; i < g.devs[d].nports; i++)
+			if (g.devs[d].ports[i].eng) {
+				conns += cmp_engine_conn_count(g.devs[d].ports[i].eng);
+				timers += cmp_engine_timer_count(g.devs[d].ports[i].eng);
+			}
+	fprintf(stderr, "uscm: exit: ids=%u conns=%zu timers=%zu\n", ids, conns, timers);
+}
+
 /* At exit, say goodbye on the wire (DREQ for established connections, REJ
  * for pending ones, an SA leave for multicast groups still joined), as the
  * kernel does when the rdma_cm fd is closed, so peers see a disconnect
@@ -861,8 +880,20 @@ int cma_sync_wait(struct cma_id *id)
  * another thread holds the lock. */
 __attribute__((destructor)) static void cma_fini(void)
 {
-	if (!g.inited || pthread_mutex_trylock(&g.lock))
+	int report = getenv("USCM_EXIT_REPORT") != NULL;
+	/* The report waits out a progress thread busy for a moment (200 ms at
+	 * most) rather than silently not being made. */
+	int tries = report ? 200 : 1;
+
+	if (!g.inited)
 		return;
+	while (pthread_mutex_trylock(&g.lock)) {
+		if (--tries <= 0)
+			return;
+		usleep(1000);
+	}
+	if (report)
+		cma_exit_report();
 	for (struct cma_id *id = g.ids; id; id = id->next) {
 		if (id->conn && id->port && id->port->eng) {
 			cmp_conn_destroy(id->port->eng, id->conn, cma_now());

@@ -11,6 +11,7 @@ PKGS=(
   tshark                        # the independent decoding oracle
   infiniband-diags ibverbs-utils rdmacm-utils  # unmodified clients run on sim/
   chromium                      # renders uscm-decode's ladder SVG in a test (headless)
+  valgrind                      # leak check of an unmodified client (fault matrix)
 )
 
 missing=()

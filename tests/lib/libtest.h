@@ -145,6 +145,34 @@ static inline void lt_fini(void)
 	lt_fabric_stop();
 }
 
+/* The environment prefix (shell syntax) that runs an unmodified binary
+ * (rdmacm-utils) over uscm's librdmacm on this test's fabric; in the ASan
+ * build the sanitizer runtimes are preloaded into it. */
+static inline const char *lt_util_env(void)
+{
+	static char buf[4096];
+	char *asan = NULL, *ubsan = NULL;
+
+	/* A client that starts before the server's CM agent exists sends its
+	 * REQ into the void (no agent, no answer): a short CM response timeout
+	 * (14: 67 ms) makes the REQ retry come within ~0.2 s, not ~4.4 s. */
+	snprintf(buf, sizeof(buf),
+		 "LD_LIBRARY_PATH='%s/lib:%s/sim/lib' USCM_SIM_DIR='%s' USCM_CM_RESPONSE_TIMEOUT=14",
+		 lt_build(), lt_build(), getenv("USCM_SIM_DIR"));
+#ifdef USCM_SANITIZED
+	/* The library is built with ASan/UBSan; rping is not: preload the
+	 * runtimes (rping's own leaks are not ours to report). */
+	lt_sh(&asan, "gcc -print-file-name=libasan.so | tr -d '\\n'");
+	lt_sh(&ubsan, "gcc -print-file-name=libubsan.so | tr -d '\\n'");
+	size_t n = strlen(buf);
+	snprintf(buf + n, sizeof(buf) - n, " LD_PRELOAD='%s %s' ASAN_OPTIONS=detect_leaks=0", asan,
+		 ubsan);
+#endif
+	free(asan);
+	free(ubsan);
+	return buf;
+}
+
 /* ---- a second process: a forked child ------------------------------------------ */
 
 /* In a forked child (no Criterion asserts there): a failed check says

@@ -22,31 +22,6 @@ static void teardown(void)
 TestSuite(rping, .fini = teardown, .timeout = 120);
 TestSuite(utils, .fini = teardown, .timeout = 120);
 
-static const char *env_prefix(void)
-{
-	static char buf[4096];
-	char *asan = NULL, *ubsan = NULL;
-
-	/* A client that starts before the server's CM agent exists sends its
-	 * REQ into the void (no agent, no answer): a short CM response timeout
-	 * (14: 67 ms) makes the REQ retry come within ~0.2 s, not ~4.4 s. */
-	snprintf(buf, sizeof(buf),
-		 "LD_LIBRARY_PATH='%s/lib:%s/sim/lib' USCM_SIM_DIR='%s' USCM_CM_RESPONSE_TIMEOUT=14",
-		 lt_build(), lt_build(), getenv("USCM_SIM_DIR"));
-#ifdef USCM_SANITIZED
-	/* The library is built with ASan/UBSan; rping is not: preload the
-	 * runtimes (rping's own leaks are not ours to report). */
-	lt_sh(&asan, "gcc -print-file-name=libasan.so | tr -d '\\n'");
-	lt_sh(&ubsan, "gcc -print-file-name=libubsan.so | tr -d '\\n'");
-	size_t n = strlen(buf);
-	snprintf(buf + n, sizeof(buf) - n, " LD_PRELOAD='%s %s' ASAN_OPTIONS=detect_leaks=0", asan,
-		 ubsan);
-#endif
-	free(asan);
-	free(ubsan);
-	return buf;
-}
-
 static int count_lines(const char *s, const char *what)
 {
 	int n = 0;
@@ -84,7 +59,7 @@ static char *pair_when(const char *link, const char *bin, const char *server,
 	cr_assert_eq(lt_sh(NULL,
 			   "(USCM_SIM_NODE=node2 %s timeout 60 %s >%s/server.out 2>&1 &"
 			   " echo $! >%s/server.pid; wait $!; echo $? >%s/server.rc) >/dev/null 2>&1 &",
-			   env_prefix(), server, lt_dir, lt_dir, lt_dir),
+			   lt_util_env(), server, lt_dir, lt_dir, lt_dir),
 		     0);
 	for (int i = 0; ready && i < 100; i++) {
 		if (lt_sh(NULL, "D='%s'; %s", getenv("USCM_SIM_DIR"), ready) == 0)
@@ -93,7 +68,7 @@ static char *pair_when(const char *link, const char *bin, const char *server,
 	}
 	for (int i = 0; i < 50; i++) {
 		free(out);
-		st = lt_sh(&out, "USCM_SIM_NODE=node1 %s timeout 60 %s 2>&1", env_prefix(), client);
+		st = lt_sh(&out, "USCM_SIM_NODE=node1 %s timeout 60 %s 2>&1", lt_util_env(), client);
 		/* REJECTED (RC) / UNREACHABLE (UD): not listening yet. */
 		if (st == 0 || (!strstr(out, "REJECTED") && !strstr(out, "UNREACHABLE")) ||
 		    strstr(out, "end 0"))
