@@ -12,27 +12,6 @@
 
 TestSuite(capture, .fini = lt_fini, .timeout = 180);
 
-/* Library and fabric for the unmodified binaries (as test_lib_rping.c). */
-static const char *env_prefix(void)
-{
-	static char buf[4096];
-	char *asan = NULL, *ubsan = NULL;
-
-	snprintf(buf, sizeof(buf),
-		 "LD_LIBRARY_PATH='%s/lib:%s/sim/lib' USCM_SIM_DIR='%s' USCM_CM_RESPONSE_TIMEOUT=14",
-		 lt_build(), lt_build(), getenv("USCM_SIM_DIR"));
-#ifdef USCM_SANITIZED
-	lt_sh(&asan, "gcc -print-file-name=libasan.so | tr -d '\\n'");
-	lt_sh(&ubsan, "gcc -print-file-name=libubsan.so | tr -d '\\n'");
-	size_t n = strlen(buf);
-	snprintf(buf + n, sizeof(buf) - n, " LD_PRELOAD='%s %s' ASAN_OPTIONS=detect_leaks=0", asan,
-		 ubsan);
-#endif
-	free(asan);
-	free(ubsan);
-	return buf;
-}
-
 static void need(const char *bin)
 {
 	if (lt_sh(NULL, "command -v %s >/dev/null", bin) != 0)
@@ -51,12 +30,12 @@ static void rping_captured(const char *link)
 	cr_assert_eq(lt_sh(NULL,
 			   "(USCM_SIM_NODE=node2 USCM_PCAP=%s/server.pcap %s timeout 60 rping -s -C 3"
 			   " >%s/server.out 2>&1; echo $? >%s/server.rc) >/dev/null 2>&1 &",
-			   lt_dir, env_prefix(), lt_dir, lt_dir),
+			   lt_dir, lt_util_env(), lt_dir, lt_dir),
 		     0);
 	for (int i = 0; i < 50; i++) {
 		free(out);
 		st = lt_sh(&out, "USCM_SIM_NODE=node1 USCM_PCAP=%s/client.pcap %s timeout 60 rping -c"
-				 " -a 127.10.0.2 -v -C 3 2>&1", lt_dir, env_prefix());
+				 " -a 127.10.0.2 -v -C 3 2>&1", lt_dir, lt_util_env());
 		if (st == 0 || !strstr(out, "REJECTED"))
 			break;
 		usleep(100 * 1000);
@@ -229,12 +208,12 @@ Test(capture, unwritable_file_is_one_warning)
 	lt_fabric_start("ib", 2);
 	cr_assert_eq(lt_sh(NULL,
 			   "(USCM_SIM_NODE=node2 %s timeout 60 rping -s -C 1 >/dev/null 2>&1 &)"
-			   " >/dev/null 2>&1", env_prefix()),
+			   " >/dev/null 2>&1", lt_util_env()),
 		     0);
 	for (int i = 0; i < 50; i++) {
 		free(out);
 		st = lt_sh(&out, "USCM_SIM_NODE=node1 USCM_PCAP=%s/no/such/dir/x.pcap %s timeout 60"
-				 " rping -c -a 127.10.0.2 -v -C 1 2>&1", lt_dir, env_prefix());
+				 " rping -c -a 127.10.0.2 -v -C 1 2>&1", lt_dir, lt_util_env());
 		if (st == 0 || !strstr(out, "REJECTED"))
 			break;
 		usleep(100 * 1000);
@@ -262,13 +241,13 @@ Test(capture, sigkill_leaves_a_readable_file)
 	cr_assert_eq(lt_sh(NULL,
 			   "(USCM_SIM_NODE=node2 USCM_PCAP=%s/server.pcap %s exec cmtime -c 2000"
 			   " >/dev/null 2>&1 & echo $! >%s/server.pid) >/dev/null 2>&1",
-			   lt_dir, env_prefix(), lt_dir),
+			   lt_dir, lt_util_env(), lt_dir),
 		     0);
 	usleep(300 * 1000);
 	cr_assert_eq(lt_sh(NULL,
 			   "(USCM_SIM_NODE=node1 USCM_PCAP=%s/client.pcap %s exec cmtime -s 127.10.0.2"
 			   " -c 2000 >/dev/null 2>&1 & echo $! >%s/client.pid) >/dev/null 2>&1",
-			   lt_dir, env_prefix(), lt_dir),
+			   lt_dir, lt_util_env(), lt_dir),
 		     0);
 	/* Wait for a few hundred records in the server's file (~320 bytes each),
 	 * then kill both in the middle of the run. */

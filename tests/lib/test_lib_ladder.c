@@ -24,26 +24,6 @@
 
 TestSuite(ladder, .fini = lt_fini, .timeout = 180);
 
-static const char *env_prefix(void)
-{
-	static char buf[4096];
-	char *asan = NULL, *ubsan = NULL;
-
-	snprintf(buf, sizeof(buf),
-		 "LD_LIBRARY_PATH='%s/lib:%s/sim/lib' USCM_SIM_DIR='%s' USCM_CM_RESPONSE_TIMEOUT=14",
-		 lt_build(), lt_build(), getenv("USCM_SIM_DIR"));
-#ifdef USCM_SANITIZED
-	lt_sh(&asan, "gcc -print-file-name=libasan.so | tr -d '\\n'");
-	lt_sh(&ubsan, "gcc -print-file-name=libubsan.so | tr -d '\\n'");
-	size_t n = strlen(buf);
-	snprintf(buf + n, sizeof(buf) - n, " LD_PRELOAD='%s %s' ASAN_OPTIONS=detect_leaks=0", asan,
-		 ubsan);
-#endif
-	free(asan);
-	free(ubsan);
-	return buf;
-}
-
 /* CM MADs of attribute attr in a capture file (0 if unreadable yet). */
 static int count_attr(const char *path, uint16_t attr)
 {
@@ -236,14 +216,14 @@ Test(ladder, lost_rep_retry_in_the_svg)
 	cr_assert_eq(lt_sh(NULL,
 			   "(USCM_SIM_NODE=node2 USCM_PCAP=%s %s timeout 60 rping -s -C 1"
 			   " >%s/server.out 2>&1; echo $? >%s/server.rc) >/dev/null 2>&1 &",
-			   spcap, env_prefix(), lt_dir, lt_dir),
+			   spcap, lt_util_env(), lt_dir, lt_dir),
 		     0);
 	usleep(300 * 1000);
 	cr_assert_eq(lt_sh(NULL,
 			   "(USCM_SIM_NODE=node1 USCM_PCAP=%s/client.pcap %s timeout 60 rping -c"
 			   " -a 127.10.0.2 -v -C 1 >%s/client.out 2>&1; echo $? >%s/client.rc)"
 			   " >/dev/null 2>&1 &",
-			   lt_dir, env_prefix(), lt_dir, lt_dir),
+			   lt_dir, lt_util_env(), lt_dir, lt_dir),
 		     0);
 	/* The first REP is sent (and dropped): let the next ones through. */
 	for (int i = 0; i < 3000 && !(reps = count_attr(spcap, 0x13)); i++)
