@@ -52,7 +52,7 @@ cleanup() {
 }
 trap cleanup EXIT
 "$B/bin/uscm-sim" start --dir "$dir" --nodes 2 --link ib >/dev/null
-USCM_MAX_BACKLOG=1048576 "$B/bin/uscm-sim" run --dir "$dir" --node node2 -- cmtime -c 1000 >/dev/null 2>&1 &
+USCM_MAX_BACKLOG=1048576 USCM_MAX_PENDING=1048576 "$B/bin/uscm-sim" run --dir "$dir" --node node2 -- cmtime -c 1000 >/dev/null 2>&1 &
 srv=$!
 sleep 0.5
 "$B/bin/uscm-sim" run --dir "$dir" --node node1 -- cmtime -s 127.10.0.2 -c 1000 2>&1 | tee "$out/cmtime.txt"

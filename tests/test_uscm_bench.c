@@ -96,3 +96,20 @@ Test(uscm_bench, small_run_table_and_csv, .fini = fini, .timeout = 300)
 	free(out);
 	free(csv);
 }
+
+/* More connections at once than the library's default caps allow (listen
+ * backlog 1024, USCM_MAX_PENDING 4096 half-open): the benchmark lifts both,
+ * so every one of them establishes — a run that prints a table of zeros
+ * instead is a failure. */
+Test(uscm_bench, past_the_default_caps, .fini = fini, .timeout = 300)
+{
+	char path[512], *out = NULL;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/uscm-bench", bin());
+	rc = sh(&out, "%s -n 5000 -s 0 --mad 0 --engine 0 --no-tcp 2>&1", path);
+	cr_assert_eq(rc, 0, "uscm-bench -n 5000 failed:\n%s", out);
+	cr_assert(strstr(out, "uscm: 5000 connections") && !strstr(out, "connections/s  0\n"),
+		  "%s", out);
+	free(out);
+}

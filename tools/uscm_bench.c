@@ -401,8 +401,11 @@ int main(int argc, char **argv)
 		return 1;
 	atexit(sim_down);
 	/* N concurrent REQs queue up to N CONNECT_REQUESTs on the server: lift
-	 * the listen backlog cap (the kernel's net.rdma_ucm.max_backlog). */
+	 * the listen backlog cap (the kernel's net.rdma_ucm.max_backlog) and
+	 * the cap on half-open passive connections (USCM_MAX_PENDING, the REQ
+	 * flood guard of docs/reliability.md). */
 	setenv("USCM_MAX_BACKLOG", "1048576", 0);
+	setenv("USCM_MAX_PENDING", "1048576", 0);
 
 	struct bench_run u[MAX_NS], t[MAX_NS], us = { 0 }, ts = { 0 };
 	int fail = 0;
