@@ -238,8 +238,10 @@ int um_port_refresh(struct um_port *p)
 	return 0;
 }
 
-static int send_common(struct um_port *p, int agent, const uint8_t *mad, int timeout_ms,
-		       int retries)
+/* Sends the MAD in txbuf (addressed by the caller) and, with USCM_PCAP,
+ * records it as sent to dst. */
+static int send_common(struct um_port *p, int agent, const struct cmp_addr *dst,
+		       const uint8_t *mad, int timeout_ms, int retries)
 {
 	int rc;
 
@@ -250,6 +252,12 @@ static int send_common(struct um_port *p, int agent, const uint8_t *mad, int tim
 		if (!errno)
 			errno = -rc;
 		return -1;
+	}
+	if (um_capture_active()) {
+		struct um_capture_local l;
+
+		capture_local(p, &l);
+		um_capture_tx(&l, dst, mad);
 	}
 	return 0;
 }
@@ -279,20 +287,15 @@ int um_port_send_cm(struct um_port *p, const struct cmp_addr *dst, const uint8_t
 		umad_set_grh(p->txbuf, NULL);
 	}
 	umad_set_pkey(p->txbuf, dst->pkey_index);
-	if (send_common(p, p->agent[UM_AGENT_CM], mad, 0, 0) < 0)
-		return -1;
-	if (um_capture_active()) {
-		struct um_capture_local l;
-
-		capture_local(p, &l);
-		um_capture_tx(&l, dst, mad);
-	}
-	return 0;
+	return send_common(p, p->agent[UM_AGENT_CM], dst, mad, 0, 0);
 }
 
 int um_port_send_sa(struct um_port *p, const uint8_t mad[CMP_MAD_SIZE], int timeout_ms,
 		    int retries)
 {
+	const struct cmp_addr sm = { .lid = p->info.sm_lid, .sl = p->info.sm_sl, .qpn = 1,
+				     .qkey = UM_QKEY_GSI };
+
 	if (p->agent[UM_AGENT_SA] < 0 || p->info.roce) {
 		errno = ENOTCONN;
 		return -1;
@@ -302,20 +305,10 @@ int um_port_send_sa(struct um_port *p, const uint8_t mad[CMP_MAD_SIZE], int time
 		return -1;
 	}
 	memset(p->txbuf, 0, umad_size());
-	umad_set_addr(p->txbuf, p->info.sm_lid, 1, p->info.sm_sl, (int)UM_QKEY_GSI);
+	umad_set_addr(p->txbuf, sm.lid, (int)sm.qpn, sm.sl, (int)sm.qkey);
 	umad_set_grh(p->txbuf, NULL);
 	umad_set_pkey(p->txbuf, 0);
-	if (send_common(p, p->agent[UM_AGENT_SA], mad, timeout_ms, retries) < 0)
-		return -1;
-	if (um_capture_active()) {
-		struct um_capture_local l;
-		struct cmp_addr sm = { .lid = p->info.sm_lid, .sl = p->info.sm_sl, .qpn = 1,
-				       .qkey = UM_QKEY_GSI };
-
-		capture_local(p, &l);
-		um_capture_tx(&l, &sm, mad);
-	}
-	return 0;
+	return send_common(p, p->agent[UM_AGENT_SA], &sm, mad, timeout_ms, retries);
 }
 
 void um_addr_from_umad(struct cmp_addr *a, const ib_mad_addr_t *m)
