@@ -878,20 +878,29 @@ static void cma_exit_report(void)
  * kernel does when the rdma_cm fd is closed, so peers see a disconnect
  * rather than silence and the SA forgets us. Best effort: skipped when
  * another thread holds the lock. */
+int cma_lock_at_exit(unsigned ms)
+{
+	struct timespec t0, now;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (pthread_mutex_trylock(&g.lock)) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - t0.tv_sec) * 1000000000L + now.tv_nsec - t0.tv_nsec >=
+		    (long)ms * 1000000L)
+			return 0;
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	}
+	return 1;
+}
+
 __attribute__((destructor)) static void cma_fini(void)
 {
 	int report = getenv("USCM_EXIT_REPORT") != NULL;
+
 	/* The report waits out a progress thread busy for a moment (200 ms at
 	 * most) rather than silently not being made. */
-	int tries = report ? 200 : 1;
-
-	if (!g.inited)
+	if (!g.inited || !cma_lock_at_exit(report ? 200 : 0))
 		return;
-	while (pthread_mutex_trylock(&g.lock)) {
-		if (--tries <= 0)
-			return;
-		usleep(1000);
-	}
 	if (report)
 		cma_exit_report();
 	for (struct cma_id *id = g.ids; id; id = id->next) {

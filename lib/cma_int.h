@@ -245,6 +245,9 @@ void cma_kick(void);
 /* cma_kick only when an engine timer now falls before the deadline the
  * progress thread sleeps to (g.lock held): connect/accept/disconnect need
  * no wake-up of their own otherwise. */
+/* At exit the progress thread may hold g.lock for a moment: trylock for up
+ * to ms milliseconds (0: once); 1 when locked. */
+int cma_lock_at_exit(unsigned ms);
 void cma_kick_timers(void);              /* wake the progress thread */
 int cma_port_open(struct cma_port *p); /* the CM agent; 0 or -1/errno (message printed) */
 void cma_port_flush(struct cma_port *p); /* drain engine tx + events */

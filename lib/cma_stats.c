@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "lib/cma_int.h"
@@ -99,7 +98,6 @@ static void stats_at_exit(void)
 {
 	const char *where = getenv("USCM_STATS");
 	struct uscm_stats s;
-	struct timespec t0, now;
 	FILE *f;
 	int locked;
 
@@ -107,13 +105,7 @@ static void stats_at_exit(void)
 		return;
 	/* The progress thread may hold the lock at exit: wait a little, then
 	 * read without it (counters only, nothing is freed here). */
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (!(locked = pthread_mutex_trylock(&g.lock) == 0)) {
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if ((now.tv_sec - t0.tv_sec) * 1000000000L + now.tv_nsec - t0.tv_nsec > 100000000L)
-			break;
-		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
-	}
+	locked = cma_lock_at_exit(100);
 	sum_locked(&s);
 	if (locked)
 		pthread_mutex_unlock(&g.lock);
