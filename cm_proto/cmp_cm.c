@@ -115,6 +115,39 @@ static const char *const rej_reasons[] = {
 	[33] = "invalid alternate flow label", [35] = "vendor option not supported",
 };
 
+uint32_t cmp_cm_local_id(const struct cmp_cm_msg *m)
+{
+	switch (m->hdr.attr_id) {
+	case UMAD_CM_ATTR_REQ: return m->u.req.local_comm_id;
+	case UMAD_CM_ATTR_MRA: return m->u.mra.local_comm_id;
+	case UMAD_CM_ATTR_REJ: return m->u.rej.local_comm_id;
+	case UMAD_CM_ATTR_REP: return m->u.rep.local_comm_id;
+	case UMAD_CM_ATTR_RTU: return m->u.rtu.local_comm_id;
+	case UMAD_CM_ATTR_DREQ: return m->u.dreq.local_comm_id;
+	case UMAD_CM_ATTR_DREP: return m->u.drep.local_comm_id;
+	case UMAD_CM_ATTR_LAP: return m->u.lap.local_comm_id;
+	case UMAD_CM_ATTR_APR: return m->u.apr.local_comm_id;
+	case UMAD_CM_ATTR_SIDR_REQ: return m->u.sidr_req.request_id;
+	default: return 0; /* SIDR_REP, ClassPortInfo */
+	}
+}
+
+uint32_t cmp_cm_remote_id(const struct cmp_cm_msg *m)
+{
+	switch (m->hdr.attr_id) {
+	case UMAD_CM_ATTR_MRA: return m->u.mra.remote_comm_id;
+	case UMAD_CM_ATTR_REJ: return m->u.rej.remote_comm_id;
+	case UMAD_CM_ATTR_REP: return m->u.rep.remote_comm_id;
+	case UMAD_CM_ATTR_RTU: return m->u.rtu.remote_comm_id;
+	case UMAD_CM_ATTR_DREQ: return m->u.dreq.remote_comm_id;
+	case UMAD_CM_ATTR_DREP: return m->u.drep.remote_comm_id;
+	case UMAD_CM_ATTR_LAP: return m->u.lap.remote_comm_id;
+	case UMAD_CM_ATTR_APR: return m->u.apr.remote_comm_id;
+	case UMAD_CM_ATTR_SIDR_REP: return m->u.sidr_rep.request_id;
+	default: return 0; /* REQ, SIDR_REQ, ClassPortInfo */
+	}
+}
+
 const char *cmp_cm_rej_reason_str(uint16_t reason)
 {
 	if (reason < sizeof(rej_reasons) / sizeof(rej_reasons[0]) && rej_reasons[reason])

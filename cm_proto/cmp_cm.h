@@ -254,6 +254,12 @@ const struct cmp_layout *cmp_cm_layout(uint16_t attr_id);
 extern const uint16_t cmp_cm_attrs[];
 const char *cmp_cm_attr_str(uint16_t attr_id);
 const char *cmp_cm_rej_reason_str(uint16_t reason);
+/* The comm IDs a decoded CM message carries: its sender's (local) and its
+ * receiver's (remote), 0 where it has none (a REQ has no remote ID,
+ * ClassPortInfo neither). A SIDR request ID is the requester's: local in a
+ * SIDR_REQ, remote in the SIDR_REP. */
+uint32_t cmp_cm_local_id(const struct cmp_cm_msg *m);
+uint32_t cmp_cm_remote_id(const struct cmp_cm_msg *m);
 
 /* Decodes a 256-byte CM MAD. Returns 0 (possibly with warnings in d), or -1
  * when the MAD must be dropped; d (may be NULL) says precisely why. */

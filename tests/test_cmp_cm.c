@@ -403,3 +403,42 @@ Test(cmp_cm, names)
 	cr_assert_str_eq(cmp_cm_rej_reason_str(34), "unknown reason");
 	cr_assert_str_eq(cmp_cm_rej_reason_str(999), "unknown reason");
 }
+
+/* cmp_cm_local_id / cmp_cm_remote_id read each message's own fields: a
+ * message whose IDs sit elsewhere, or that has none, would show here. */
+Test(cmp_cm, comm_ids_of_every_message)
+{
+	struct cmp_cm_msg m;
+	static const struct { uint16_t attr; uint32_t local, remote; } want[] = {
+		{ UMAD_CM_ATTR_REQ, 0x11, 0 },        { UMAD_CM_ATTR_MRA, 0x11, 0x22 },
+		{ UMAD_CM_ATTR_REJ, 0x11, 0x22 },     { UMAD_CM_ATTR_REP, 0x11, 0x22 },
+		{ UMAD_CM_ATTR_RTU, 0x11, 0x22 },     { UMAD_CM_ATTR_DREQ, 0x11, 0x22 },
+		{ UMAD_CM_ATTR_DREP, 0x11, 0x22 },    { UMAD_CM_ATTR_LAP, 0x11, 0x22 },
+		{ UMAD_CM_ATTR_APR, 0x11, 0x22 },     { UMAD_CM_ATTR_SIDR_REQ, 0x33, 0 },
+		{ UMAD_CM_ATTR_SIDR_REP, 0, 0x33 },   { UMAD_ATTR_CLASS_PORT_INFO, 0, 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		memset(&m, 0, sizeof(m));
+		m.hdr.attr_id = want[i].attr;
+		switch (want[i].attr) {
+#define IDS(x) m.u.x.local_comm_id = 0x11; m.u.x.remote_comm_id = 0x22; break
+		case UMAD_CM_ATTR_REQ: m.u.req.local_comm_id = 0x11; break;
+		case UMAD_CM_ATTR_MRA: IDS(mra);
+		case UMAD_CM_ATTR_REJ: IDS(rej);
+		case UMAD_CM_ATTR_REP: IDS(rep);
+		case UMAD_CM_ATTR_RTU: IDS(rtu);
+		case UMAD_CM_ATTR_DREQ: IDS(dreq);
+		case UMAD_CM_ATTR_DREP: IDS(drep);
+		case UMAD_CM_ATTR_LAP: IDS(lap);
+		case UMAD_CM_ATTR_APR: IDS(apr);
+#undef IDS
+		case UMAD_CM_ATTR_SIDR_REQ: m.u.sidr_req.request_id = 0x33; break;
+		case UMAD_CM_ATTR_SIDR_REP: m.u.sidr_rep.request_id = 0x33; break;
+		default: break;
+		}
+		cr_expect_eq(cmp_cm_local_id(&m), want[i].local, "%s local", cmp_cm_attr_str(want[i].attr));
+		cr_expect_eq(cmp_cm_remote_id(&m), want[i].remote, "%s remote",
+			     cmp_cm_attr_str(want[i].attr));
+	}
+}

@@ -99,7 +99,7 @@ static size_t find_expected(const struct player *p, uint16_t attr, int tc, uint3
 		const struct rp_mad *m = &p->t->m[i];
 		if (p->matched[i] || m->dir != RP_FROM_S || !m->cm_ok || m->hdr.attr_id != attr)
 			continue;
-		if (tc >= 0 ? m->conn != tc : rp_cm_remote_id(&m->cm) != peer_id)
+		if (tc >= 0 ? m->conn != tc : cmp_cm_remote_id(&m->cm) != peer_id)
 			continue;
 		return i;
 	}
@@ -127,14 +127,14 @@ static void on_tx(struct player *p, const struct cmp_tx *tx, uint64_t now)
 		idx = (size_t)p->pending;
 		p->pending = (long)NONE;
 	} else {
-		idx = find_expected(p, attr, tc, rp_cm_remote_id(&em));
+		idx = find_expected(p, attr, tc, cmp_cm_remote_id(&em));
 	}
 	if (idx == NONE) {
 		struct rp_diff *d = rp_report_add(p->r, RP_D_EXTRA, 0, attr, NULL,
 						  "the engine sent %s (local ID 0x%08x, remote ID "
 						  "0x%08x) where S sent nothing",
-						  cmp_cm_attr_str(attr), rp_cm_local_id(&em),
-						  rp_cm_remote_id(&em));
+						  cmp_cm_attr_str(attr), cmp_cm_local_id(&em),
+						  cmp_cm_remote_id(&em));
 		d->t_peer = now;
 		return;
 	}
@@ -248,7 +248,7 @@ static void translate(const struct player *p, const struct rp_mad *m, uint8_t *m
 {
 	uint64_t v;
 	uint16_t attr = m->hdr.attr_id;
-	uint32_t rid = rp_cm_remote_id(&m->cm);
+	uint32_t rid = cmp_cm_remote_id(&m->cm);
 
 	if (attr == UMAD_CM_ATTR_REQ || attr == UMAD_CM_ATTR_SIDR_REQ ||
 	    attr == UMAD_ATTR_CLASS_PORT_INFO)
@@ -710,7 +710,7 @@ int rp_check_run(const struct rp_trace *t, const struct rp_opts *o, struct rp_re
 		}
 		struct rp_diff *d = rp_report_add(r, RP_D_MISSING, m->frame, m->hdr.attr_id, NULL,
 						  "S sent %s (local ID 0x%08x); the engine did not",
-						  cmp_cm_attr_str(m->hdr.attr_id), rp_cm_local_id(&m->cm));
+						  cmp_cm_attr_str(m->hdr.attr_id), cmp_cm_local_id(&m->cm));
 		d->t_trace = m->ts;
 	}
 	for (size_t c = 0; c < t->nconns; c++)

@@ -105,7 +105,7 @@ static void rewrite_out(const struct live *l, const struct rp_mad *m, uint8_t *m
 	if (attr == UMAD_CM_ATTR_SIDR_REQ)
 		set_field(mad, attr, "request_id", m->cm.u.sidr_req.request_id ^ l->lo->id_xor);
 	else if (attr != UMAD_CM_ATTR_SIDR_REP && attr != UMAD_ATTR_CLASS_PORT_INFO)
-		set_field(mad, attr, "local_comm_id", rp_cm_local_id(&m->cm) ^ l->lo->id_xor);
+		set_field(mad, attr, "local_comm_id", cmp_cm_local_id(&m->cm) ^ l->lo->id_xor);
 	if (attr == UMAD_CM_ATTR_REQ || attr == UMAD_CM_ATTR_REP)
 		set_field(mad, attr, "local_qpn",
 			  ((attr == UMAD_CM_ATTR_REQ ? m->cm.u.req.local_qpn : m->cm.u.rep.local_qpn) +
@@ -128,7 +128,7 @@ static void rewrite_out(const struct live *l, const struct rp_mad *m, uint8_t *m
 	default:
 		break;
 	}
-	uint32_t rid = rp_cm_remote_id(&m->cm);
+	uint32_t rid = cmp_cm_remote_id(&m->cm);
 	if (rid && rp_map_to_peer(&l->map, RP_M_COMM_ID, rid, &v))
 		set_field(mad, attr, "remote_comm_id", v);
 }
@@ -136,7 +136,7 @@ static void rewrite_out(const struct live *l, const struct rp_mad *m, uint8_t *m
 static size_t conn_of_live(const struct live *l, const struct cmp_cm_msg *cm)
 {
 	/* The live peer names S by S's trace IDs (XORed with id_xor). */
-	uint32_t sid = rp_cm_remote_id(cm), pid = rp_cm_local_id(cm);
+	uint32_t sid = cmp_cm_remote_id(cm), pid = cmp_cm_local_id(cm);
 	if (sid)
 		sid ^= l->lo->id_xor;
 	uint64_t tp;
@@ -183,8 +183,8 @@ static void on_live(struct live *l, const struct um_rx *rx, uint64_t when)
 		struct rp_diff *d = rp_report_add(l->r, RP_D_EXTRA, 0, cm.hdr.attr_id, NULL,
 						  "the peer sent %s (local ID 0x%08x, remote ID 0x%08x) "
 						  "where the trace has nothing",
-						  cmp_cm_attr_str(cm.hdr.attr_id), rp_cm_local_id(&cm),
-						  rp_cm_remote_id(&cm));
+						  cmp_cm_attr_str(cm.hdr.attr_id), cmp_cm_local_id(&cm),
+						  cmp_cm_remote_id(&cm));
 		d->t_peer = t_trace_clock;
 		return;
 	}
@@ -207,8 +207,8 @@ static void on_live(struct live *l, const struct um_rx *rx, uint64_t when)
 	if (wa == UMAD_CM_ATTR_SIDR_REP)
 		set_field(want, wa, "request_id", m->cm.u.sidr_rep.request_id ^ l->lo->id_xor);
 	else if (wa != UMAD_CM_ATTR_REQ && wa != UMAD_CM_ATTR_SIDR_REQ &&
-		 wa != UMAD_ATTR_CLASS_PORT_INFO && rp_cm_remote_id(&m->cm))
-		set_field(want, wa, "remote_comm_id", rp_cm_remote_id(&m->cm) ^ l->lo->id_xor);
+		 wa != UMAD_ATTR_CLASS_PORT_INFO && cmp_cm_remote_id(&m->cm))
+		set_field(want, wa, "remote_comm_id", cmp_cm_remote_id(&m->cm) ^ l->lo->id_xor);
 	if (wa == UMAD_CM_ATTR_DREQ)
 		set_field(want, wa, "remote_qpn_eecn",
 			  (m->cm.u.dreq.remote_qpn_eecn + l->lo->qpn_add) & 0xFFFFFF);

@@ -104,12 +104,12 @@ static int pick(const struct rp_trace *t, const size_t *cand, size_t nc, uint64_
 			/* A comm ID changed to another value names no connection
 			 * (the sender's own ID is new in a REQ, and is learned from
 			 * a REP, MRA or REJ, which may answer a REQ). */
-			if (!strcmp(f->name, "remote_comm_id") && mu->value != rp_cm_remote_id(&m->cm))
+			if (!strcmp(f->name, "remote_comm_id") && mu->value != cmp_cm_remote_id(&m->cm))
 				mu->must_reject = 1;
 			uint16_t a = m->hdr.attr_id;
 			if (!strcmp(f->name, "local_comm_id") && a != UMAD_CM_ATTR_REQ &&
 			    a != UMAD_CM_ATTR_REP && a != UMAD_CM_ATTR_MRA && a != UMAD_CM_ATTR_REJ &&
-			    mu->value != rp_cm_local_id(&m->cm))
+			    mu->value != cmp_cm_local_id(&m->cm))
 				mu->must_reject = 1;
 			break;
 		}
@@ -327,7 +327,7 @@ static void live_answer(void *ctx, const struct cmp_cm_msg *cm)
 
 	/* A REQ that must be rejected, answered with a REP or an MRA. */
 	if (w->must_reject && w->req_id && (a == UMAD_CM_ATTR_REP || a == UMAD_CM_ATTR_MRA) &&
-	    rp_cm_remote_id(cm) == w->req_id && !w->accepted) {
+	    cmp_cm_remote_id(cm) == w->req_id && !w->accepted) {
 		w->accepted = 1;
 		snprintf(w->ev, sizeof(w->ev), "%s", cmp_cm_attr_str(a));
 	}

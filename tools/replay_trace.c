@@ -135,29 +135,6 @@ int rp_side_is_dst(const struct rp_side *s, const struct um_frame_meta *m)
 	return 0;
 }
 
-uint32_t rp_cm_local_id(const struct cmp_cm_msg *m)
-{
-	switch (m->hdr.attr_id) {
-	case UMAD_CM_ATTR_REQ: return m->u.req.local_comm_id;
-	case UMAD_CM_ATTR_SIDR_REQ: return m->u.sidr_req.request_id;
-	case UMAD_CM_ATTR_SIDR_REP: return 0;
-	case UMAD_ATTR_CLASS_PORT_INFO: return 0;
-	default: return m->u.rtu.local_comm_id; /* every other message starts so */
-	}
-}
-
-uint32_t rp_cm_remote_id(const struct cmp_cm_msg *m)
-{
-	switch (m->hdr.attr_id) {
-	case UMAD_CM_ATTR_REQ:
-	case UMAD_CM_ATTR_SIDR_REQ:
-	case UMAD_ATTR_CLASS_PORT_INFO:
-		return 0;
-	case UMAD_CM_ATTR_SIDR_REP: return m->u.sidr_rep.request_id;
-	default: return m->u.rtu.remote_comm_id;
-	}
-}
-
 /* The IB address (LID, or GID) a side given by QPN or by GID has on the
  * wire, learned from the REQs and REPs. */
 static int resolve(struct rp_trace *t, struct rp_side *s)
@@ -255,7 +232,7 @@ int rp_trace_bind(struct rp_trace *t, struct rp_side *s, char *err, size_t errle
 			continue;
 		seen++;
 		uint16_t a = m->hdr.attr_id;
-		uint32_t l = rp_cm_local_id(&m->cm), r = rp_cm_remote_id(&m->cm);
+		uint32_t l = cmp_cm_local_id(&m->cm), r = cmp_cm_remote_id(&m->cm);
 		if (a == UMAD_ATTR_CLASS_PORT_INFO)
 			continue;
 		int c = conn_find(t, l, r);

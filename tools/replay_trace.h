@@ -79,8 +79,4 @@ int rp_trace_bind(struct rp_trace *t, struct rp_side *s, char *err, size_t errle
 int rp_side_is_src(const struct rp_side *s, const struct um_frame_meta *m);
 int rp_side_is_dst(const struct rp_side *s, const struct um_frame_meta *m);
 
-/* S's and the other side's comm ID in a CM message (0 when it has none). */
-uint32_t rp_cm_local_id(const struct cmp_cm_msg *m);
-uint32_t rp_cm_remote_id(const struct cmp_cm_msg *m);
-
 #endif

@@ -121,6 +121,8 @@ static void cm_fields(const struct cmp_cm_msg *cm, struct ladder_mad *x)
 	size_t sz = sizeof(x->fields), pos = 0;
 
 	x->kind = LADDER_CONN;
+	x->lcid = cmp_cm_local_id(cm);
+	x->rcid = cmp_cm_remote_id(cm);
 	switch (cm->hdr.attr_id) {
 	case UMAD_CM_ATTR_REQ: {
 		const struct cmp_cm_req *r = &cm->u.req;
@@ -128,7 +130,6 @@ static void cm_fields(const struct cmp_cm_msg *cm, struct ladder_mad *x)
 				     ? r->local_cm_response_timeout
 				     : r->remote_cm_response_timeout;
 
-		x->lcid = r->local_comm_id;
 		x->is_request = 1;
 		x->resp_timeout = (int8_t)t;
 		ADD("lcid 0x%08x", r->local_comm_id);
@@ -142,8 +143,6 @@ static void cm_fields(const struct cmp_cm_msg *cm, struct ladder_mad *x)
 	case UMAD_CM_ATTR_REP: {
 		const struct cmp_cm_rep *r = &cm->u.rep;
 
-		x->lcid = r->local_comm_id;
-		x->rcid = r->remote_comm_id;
 		x->is_request = 1;
 		ADD("lcid 0x%08x rcid 0x%08x qpn 0x%06x psn 0x%06x pdata %u", r->local_comm_id,
 		    r->remote_comm_id, r->local_qpn, r->starting_psn,
@@ -153,8 +152,6 @@ static void cm_fields(const struct cmp_cm_msg *cm, struct ladder_mad *x)
 	case UMAD_CM_ATTR_REJ: {
 		const struct cmp_cm_rej *r = &cm->u.rej;
 
-		x->lcid = r->local_comm_id;
-		x->rcid = r->remote_comm_id;
 		ADD("lcid 0x%08x rcid 0x%08x reason %u (%s) pdata %u", r->local_comm_id,
 		    r->remote_comm_id, r->reason, cmp_cm_rej_reason_str(r->reason),
 		    pdata_used(r->private_data, CMP_REJ_PDATA));
@@ -164,41 +161,30 @@ static void cm_fields(const struct cmp_cm_msg *cm, struct ladder_mad *x)
 		const struct cmp_cm_mra *r = &cm->u.mra;
 		static const char *const what[] = { "REQ", "REP", "LAP", "3?" };
 
-		x->lcid = r->local_comm_id;
-		x->rcid = r->remote_comm_id;
 		ADD("lcid 0x%08x rcid 0x%08x MRAed %s service timeout %u", r->local_comm_id,
 		    r->remote_comm_id, what[r->message_mraed & 3], r->service_timeout);
 		break;
 	}
 	case UMAD_CM_ATTR_DREQ:
-		x->lcid = cm->u.dreq.local_comm_id;
-		x->rcid = cm->u.dreq.remote_comm_id;
 		x->is_request = 1;
 		ADD("lcid 0x%08x rcid 0x%08x remote qpn 0x%06x pdata %u", x->lcid, x->rcid,
 		    cm->u.dreq.remote_qpn_eecn, pdata_used(cm->u.dreq.private_data, CMP_DREQ_PDATA));
 		break;
 	case UMAD_CM_ATTR_LAP:
-		x->lcid = cm->u.lap.local_comm_id;
-		x->rcid = cm->u.lap.remote_comm_id;
 		x->is_request = 1;
 		ADD("lcid 0x%08x rcid 0x%08x", x->lcid, x->rcid);
 		break;
 	case UMAD_CM_ATTR_APR:
-		x->lcid = cm->u.apr.local_comm_id;
-		x->rcid = cm->u.apr.remote_comm_id;
 		ADD("lcid 0x%08x rcid 0x%08x status %u", x->lcid, x->rcid, cm->u.apr.ap_status);
 		break;
 	case UMAD_CM_ATTR_RTU:
 	case UMAD_CM_ATTR_DREP:
 		/* Same shape: the two comm IDs, then private data. */
-		x->lcid = cm->u.rtu.local_comm_id;
-		x->rcid = cm->u.rtu.remote_comm_id;
 		ADD("lcid 0x%08x rcid 0x%08x pdata %u", x->lcid, x->rcid,
 		    pdata_used(cm->u.rtu.private_data, CMP_RTU_PDATA));
 		break;
 	case UMAD_CM_ATTR_SIDR_REQ:
 		x->kind = LADDER_SIDR;
-		x->lcid = cm->u.sidr_req.request_id;
 		x->is_request = 1;
 		ADD("reqid 0x%08x", x->lcid);
 		sid_text(f, sz, &pos, cm->u.sidr_req.service_id);
@@ -206,7 +192,9 @@ static void cm_fields(const struct cmp_cm_msg *cm, struct ladder_mad *x)
 		break;
 	case UMAD_CM_ATTR_SIDR_REP:
 		x->kind = LADDER_SIDR;
-		x->lcid = cm->u.sidr_rep.request_id;
+		/* A SIDR exchange is keyed by its request ID on both messages. */
+		x->lcid = x->rcid;
+		x->rcid = 0;
 		ADD("reqid 0x%08x status %u qpn 0x%06x qkey 0x%08x", x->lcid,
 		    cm->u.sidr_rep.status, cm->u.sidr_rep.qpn, cm->u.sidr_rep.qkey);
 		break;
