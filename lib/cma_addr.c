@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "lib/cma_int.h"
+#include "lib/cmc.h"
 
 #define EPHEMERAL_LO 32768
 #define EPHEMERAL_HI 60999
@@ -436,6 +437,10 @@ int cma_bind_locked(struct cma_id *id, const struct sockaddr *addr)
 	int gid_index = 0, e;
 	uint16_t port;
 
+	/* As the kernel's cma_get_port: a port below 1024 needs privilege. */
+	port = cma_addr_port(addr);
+	if (port && port < 1024 && !cma_caller_privileged())
+		return cma_fail(EACCES);
 	if (!cma_addr_any(addr)) {
 		p = local_port_of_addr(addr, &gid_index);
 		if (!p)
@@ -489,6 +494,8 @@ static int family_ok(int f)
 
 CMA_EXPORT int rdma_bind_addr(struct rdma_cm_id *cm_id, struct sockaddr *addr)
 {
+	if (cma_remote())
+		return cmc_bind_addr(cm_id, addr);
 	struct cma_id *id = cma_id_of(cm_id);
 	int rc;
 
@@ -622,6 +629,8 @@ static int roce_sgid_index(struct cma_port *p, const struct sockaddr *src)
 CMA_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id, struct sockaddr *src_addr,
 				 struct sockaddr *dst_addr, int timeout_ms)
 {
+	if (cma_remote())
+		return cmc_resolve_addr(cm_id, src_addr, dst_addr, timeout_ms);
 	struct cma_id *id = cma_id_of(cm_id);
 	struct sockaddr *src;
 	struct cma_event *e;
@@ -955,6 +964,8 @@ static int roce_path(struct cma_id *id)
 
 CMA_EXPORT int rdma_resolve_route(struct rdma_cm_id *cm_id, int timeout_ms)
 {
+	if (cma_remote())
+		return cmc_resolve_route(cm_id, timeout_ms);
 	struct cma_id *id = cma_id_of(cm_id);
 	struct path_key k;
 	struct pcache *c;
@@ -1107,6 +1118,8 @@ static int set_ib_path(struct cma_id *id, const struct ibv_path_data *pd, size_t
 CMA_EXPORT int rdma_set_option(struct rdma_cm_id *cm_id, int level, int optname, void *optval,
 			       size_t optlen)
 {
+	if (cma_remote())
+		return cmc_set_option(cm_id, level, optname, optval, optlen);
 	struct cma_id *id = cma_id_of(cm_id);
 	int rc = 0;
 

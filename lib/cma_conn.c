@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "lib/cma_int.h"
+#include "lib/cmc.h"
 
 /* ---- ids ---------------------------------------------------------------------------- */
 
@@ -66,6 +67,8 @@ struct cma_id *cma_id_alloc_locked(struct cma_chan *c, void *context, enum rdma_
 CMA_EXPORT int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **out,
 			      void *context, enum rdma_port_space ps)
 {
+	if (cma_remote())
+		return cmc_create_id(channel, out, context, ps);
 	struct cma_id *id;
 
 	if (!out || !ps_valid(ps))
@@ -148,6 +151,8 @@ void cma_id_free_locked(struct cma_id *id)
 
 CMA_EXPORT int rdma_destroy_id(struct rdma_cm_id *cm_id)
 {
+	if (cma_remote())
+		return cmc_destroy_id(cm_id);
 	struct cma_id *id = cma_id_of(cm_id);
 
 	if (!id)
@@ -169,6 +174,8 @@ CMA_EXPORT int rdma_destroy_id(struct rdma_cm_id *cm_id)
 
 CMA_EXPORT int rdma_migrate_id(struct rdma_cm_id *cm_id, struct rdma_event_channel *channel)
 {
+	if (cma_remote())
+		return cmc_migrate_id(cm_id, channel);
 	struct cma_id *id = cma_id_of(cm_id);
 	struct cma_chan *old, *nc;
 	struct cma_event **pp, *e;
@@ -350,6 +357,8 @@ void cma_qp_to_err(struct cma_id *id)
 CMA_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *cm_id, struct ibv_qp_attr *qp_attr,
 				 int *qp_attr_mask)
 {
+	if (cma_remote())
+		return cmc_init_qp_attr(cm_id, qp_attr, qp_attr_mask);
 	struct cma_id *id = cma_id_of(cm_id);
 	int rc;
 
@@ -504,6 +513,8 @@ fail:
 
 CMA_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *cm_id, struct ibv_qp_init_attr_ex *attr)
 {
+	if (cma_remote())
+		return cmc_create_qp_ex(cm_id, attr);
 	struct cma_id *id = cma_id_of(cm_id);
 	int rc;
 
@@ -518,6 +529,8 @@ CMA_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *cm_id, struct ibv_qp_init_at
 CMA_EXPORT int rdma_create_qp(struct rdma_cm_id *cm_id, struct ibv_pd *pd,
 			      struct ibv_qp_init_attr *qp_init_attr)
 {
+	if (cma_remote())
+		return cmc_create_qp(cm_id, pd, qp_init_attr);
 	struct cma_id *id = cma_id_of(cm_id);
 	struct ibv_qp_init_attr_ex ax;
 	int rc;
@@ -548,6 +561,10 @@ CMA_EXPORT int rdma_create_qp(struct rdma_cm_id *cm_id, struct ibv_pd *pd,
 
 CMA_EXPORT void rdma_destroy_qp(struct rdma_cm_id *cm_id)
 {
+	if (cma_remote()) {
+		cmc_destroy_qp(cm_id);
+		return;
+	}
 	struct cma_id *id = cma_id_of(cm_id);
 
 	if (!id)
@@ -564,6 +581,8 @@ CMA_EXPORT void rdma_destroy_qp(struct rdma_cm_id *cm_id)
 
 CMA_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *cm_id, struct ibv_srq_init_attr_ex *attr)
 {
+	if (cma_remote())
+		return cmc_create_srq_ex(cm_id, attr);
 	struct cma_id *id = cma_id_of(cm_id);
 	struct ibv_srq_init_attr ia;
 	struct ibv_srq *srq;
@@ -654,6 +673,8 @@ int cma_ip_family(const struct cma_id *id)
 
 CMA_EXPORT int rdma_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *param)
 {
+	if (cma_remote())
+		return cmc_connect(cm_id, param);
 	struct cma_id *id = cma_id_of(cm_id);
 	struct cmp_req_param req;
 	uint8_t pdata[CMP_REQ_PDATA];
@@ -706,7 +727,7 @@ CMA_EXPORT int rdma_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *pa
 	req.primary = &id->path;
 	req.service_id = cma_service_id(id, &id->id.route.addr.dst_addr);
 	req.qpn = id->id.qp ? id->id.qp->qp_num : param->qp_num;
-	req.qp_type = id->id.qp && id->id.qp->qp_type == IBV_QPT_UC ? CMP_QPT_UC : CMP_QPT_RC;
+	req.qp_type = (id->id.qp ? id->id.qp->qp_type == IBV_QPT_UC : id->qp_uc) ? CMP_QPT_UC : CMP_QPT_RC;
 	req.starting_psn = id->psn;
 	req.responder_resources = id->resp_res;
 	req.initiator_depth = id->init_depth;
@@ -732,6 +753,8 @@ CMA_EXPORT int rdma_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *pa
 
 CMA_EXPORT int rdma_establish(struct rdma_cm_id *cm_id)
 {
+	if (cma_remote())
+		return cmc_establish(cm_id);
 	struct cma_id *id = cma_id_of(cm_id);
 	int rc = 0;
 
@@ -797,6 +820,8 @@ static int svc_add(struct cma_id *id, struct cma_port *p, uint64_t sid, uint64_t
 
 CMA_EXPORT int rdma_listen(struct rdma_cm_id *cm_id, int backlog)
 {
+	if (cma_remote())
+		return cmc_listen(cm_id, backlog);
 	struct cma_id *id = cma_id_of(cm_id);
 	uint64_t sid, mask;
 	int ok = 0, err = ENODEV, e;
@@ -863,6 +888,8 @@ CMA_EXPORT int rdma_listen(struct rdma_cm_id *cm_id, int backlog)
 
 CMA_EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **out)
 {
+	if (cma_remote())
+		return cmc_get_request(listen, out);
 	struct cma_id *lid = cma_id_of(listen);
 	struct rdma_cm_event *ev;
 	struct cma_id *nid;
@@ -899,6 +926,8 @@ CMA_EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **o
 
 CMA_EXPORT int rdma_accept(struct rdma_cm_id *cm_id, struct rdma_conn_param *param)
 {
+	if (cma_remote())
+		return cmc_accept(cm_id, param);
 	struct cma_id *id = cma_id_of(cm_id);
 	struct cmp_rep_param rep;
 	struct cma_dev *d;
@@ -1010,18 +1039,24 @@ static int reject_common(struct rdma_cm_id *cm_id, const void *pdata, uint8_t le
 CMA_EXPORT int rdma_reject(struct rdma_cm_id *cm_id, const void *private_data,
 			   uint8_t private_data_len)
 {
+	if (cma_remote())
+		return cmc_reject(cm_id, private_data, private_data_len);
 	return reject_common(cm_id, private_data, private_data_len, CMA_REJ_CONSUMER_DEFINED);
 }
 
 CMA_EXPORT int rdma_reject_ece(struct rdma_cm_id *cm_id, const void *private_data,
 			       uint8_t private_data_len)
 {
+	if (cma_remote())
+		return cmc_reject_ece(cm_id, private_data, private_data_len);
 	return reject_common(cm_id, private_data, private_data_len,
 			     CMA_REJ_VENDOR_OPTION_NOT_SUPPORTED);
 }
 
 CMA_EXPORT int rdma_notify(struct rdma_cm_id *cm_id, enum ibv_event_type event)
 {
+	if (cma_remote())
+		return cmc_notify(cm_id, event);
 	struct cma_id *id = cma_id_of(cm_id);
 	int rc = 0;
 
@@ -1043,6 +1078,8 @@ CMA_EXPORT int rdma_notify(struct rdma_cm_id *cm_id, enum ibv_event_type event)
 
 CMA_EXPORT int rdma_disconnect(struct rdma_cm_id *cm_id)
 {
+	if (cma_remote())
+		return cmc_disconnect(cm_id);
 	struct cma_id *id = cma_id_of(cm_id);
 	int sent = 0;
 
@@ -1078,6 +1115,8 @@ CMA_EXPORT int rdma_disconnect(struct rdma_cm_id *cm_id)
 
 CMA_EXPORT int rdma_set_local_ece(struct rdma_cm_id *cm_id, struct ibv_ece *ece)
 {
+	if (cma_remote())
+		return cmc_set_local_ece(cm_id, ece);
 	struct cma_id *id = cma_id_of(cm_id);
 
 	if (!id || !ece || ece->comp_mask)
@@ -1092,6 +1131,8 @@ CMA_EXPORT int rdma_set_local_ece(struct rdma_cm_id *cm_id, struct ibv_ece *ece)
 
 CMA_EXPORT int rdma_get_remote_ece(struct rdma_cm_id *cm_id, struct ibv_ece *ece)
 {
+	if (cma_remote())
+		return cmc_get_remote_ece(cm_id, ece);
 	struct cma_id *id = cma_id_of(cm_id);
 
 	if (!id || !ece)
@@ -1109,6 +1150,8 @@ CMA_EXPORT int rdma_get_remote_ece(struct rdma_cm_id *cm_id, struct ibv_ece *ece
 CMA_EXPORT int rdma_create_ep(struct rdma_cm_id **out, struct rdma_addrinfo *res,
 			      struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr)
 {
+	if (cma_remote())
+		return cmc_create_ep(out, res, pd, qp_init_attr);
 	struct rdma_cm_id *cm_id;
 	struct cma_id *id;
 	int e;
@@ -1164,6 +1207,10 @@ fail:
 
 CMA_EXPORT void rdma_destroy_ep(struct rdma_cm_id *cm_id)
 {
+	if (cma_remote()) {
+		cmc_destroy_ep(cm_id);
+		return;
+	}
 	if (!cm_id)
 		return;
 	if (cm_id->qp)

@@ -16,12 +16,14 @@
 #include <unistd.h>
 
 #include "lib/cma_int.h"
+#include "lib/cmc.h"
 #include "umad/um_trace.h"
 
 struct cma_global g = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.cond = PTHREAD_COND_INITIALIZER,
 	.wake_fd = -1,
+	.caller_priv = -1,
 };
 
 /* ---- time, randomness, environment ----------------------------------------- */
@@ -592,6 +594,8 @@ void cma_chan_free(struct cma_chan *c)
 
 CMA_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
 {
+	if (cma_remote())
+		return cmc_create_event_channel();
 	struct cma_chan *c;
 
 	pthread_mutex_lock(&g.lock);
@@ -608,6 +612,10 @@ CMA_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
 
 CMA_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 {
+	if (cma_remote()) {
+		cmc_destroy_event_channel(channel);
+		return;
+	}
 	struct cma_chan *c = (struct cma_chan *)channel;
 
 	if (!c)
@@ -749,6 +757,8 @@ void cma_purge_events(struct cma_id *id)
 
 CMA_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
 {
+	if (cma_remote())
+		return cmc_get_cm_event(channel, event);
 	struct cma_chan *c = (struct cma_chan *)channel;
 
 	if (!c || !event)
@@ -795,6 +805,8 @@ CMA_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma
 
 CMA_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
 {
+	if (cma_remote())
+		return cmc_ack_cm_event(event);
 	struct cma_event *e = (struct cma_event *)event;
 
 	if (!e)
@@ -810,9 +822,30 @@ CMA_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
 	return 0;
 }
 
+int cma_post_event(struct rdma_cm_id *cm_id, enum rdma_cm_event_type t, int status, uint64_t arg)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+	struct cma_event *e;
+
+	if (!id)
+		return cma_fail(EINVAL);
+	pthread_mutex_lock(&g.lock);
+	e = cma_event_new(id, t, status);
+	if (!e) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(ENOMEM);
+	}
+	e->ev.param.arg = arg;
+	cma_event_queue(e);
+	pthread_mutex_unlock(&g.lock);
+	return 0;
+}
+
 CMA_EXPORT int rdma_write_cm_event(struct rdma_cm_id *cm_id, enum rdma_cm_event_type event,
 				   int status, uint64_t arg)
 {
+	if (cma_remote())
+		return cmc_write_cm_event(cm_id, event, status, arg);
 	struct cma_id *id = cma_id_of(cm_id);
 	struct cma_event *e;
 

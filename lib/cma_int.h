@@ -198,6 +198,7 @@ struct cma_id {
 	int disc_queued;
 	struct cmp_ece local_ece, remote_ece;
 	int local_ece_set;
+	int qp_uc;                  /* no library QP: the user's QP is UC (daemon mode) */
 	/* UD */
 	uint32_t qkey;              /* 0 until a QP or a SIDR exchange sets it */
 	struct cma_mc *mcs;         /* multicast joins (cma_mcast.c) */
@@ -234,8 +235,25 @@ struct cma_global {
 	int sa_timeout_min_ms;
 	uint64_t path_cache_ns;
 	int max_backlog; /* rdma_listen's cap (USCM_MAX_BACKLOG) */
+	/* Who asks (ports below 1024): -1 this process (in-process mode), else
+	 * 0/1 for the daemon's client being served now (uscmd sets it). */
+	int caller_priv;
 };
 extern struct cma_global g;
+
+/* ---- cma_mode.c: in-process or daemon mode ---------------------------------- */
+/* 1 when this process talks to uscmd (lib/cmc_*.c serve every call), 0
+ * when the CM runs in this process. Decided once, at the first call:
+ * USCM_MODE=inproc|daemon, else daemon when uscmd's socket answers. */
+int cma_remote(void);
+/* uscmd: this process IS the service, never a client of one. */
+void cma_force_inproc(void);
+/* May the caller bind a port below 1024 (root or CAP_NET_BIND_SERVICE)? */
+int cma_caller_privileged(void);
+/* Queues an event of any type on the id's channel (uscmd: events a client
+ * posts for itself, ADDRINFO_* and USER). 0 or -1/errno. */
+int cma_post_event(struct rdma_cm_id *cm_id, enum rdma_cm_event_type t, int status,
+		   uint64_t arg);
 
 /* ---- cma_core.c ------------------------------------------------------------ */
 int cma_init_locked(void);        /* 0, or -1 with errno (ENODEV: no device) */
@@ -319,6 +337,8 @@ struct cma_event *cma_req_event(struct cma_id *nid, const struct cma_req_in *r,
 /* ---- cma_misc.c ------------------------------------------------------------- */
 /* The id goes away: forget its rdma_resolve_addrinfo request and answer. */
 void cma_addrinfo_release(struct cma_id *id);
+/* A deep copy of an rdma_addrinfo list: 0, or -1/errno. */
+int cma_addrinfo_copy(const struct rdma_addrinfo *a, struct rdma_addrinfo **out);
 
 /* ---- cma_ud.c: UD ids and SIDR ------------------------------------------------ */
 /* The Q_Key of a UD id: its own once set, else the port space's default

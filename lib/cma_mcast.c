@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "lib/cma_int.h"
+#include "lib/cmc.h"
 
 #define MC_QPN 0xFFFFFF
 #define MC_SCOPE_LINK_LOCAL 0x2
@@ -388,6 +389,8 @@ static int roce_join(struct cma_mc *m)
 CMA_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *cm_id,
 				      struct rdma_cm_join_mc_attr_ex *attr, void *context)
 {
+	if (cma_remote())
+		return cmc_join_multicast_ex(cm_id, attr, context);
 	struct cma_id *id = cma_id_of(cm_id);
 	struct cma_mc *m;
 	int len, rc;
@@ -447,6 +450,8 @@ CMA_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *cm_id,
 
 CMA_EXPORT int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr, void *context)
 {
+	if (cma_remote())
+		return cmc_join_multicast(id, addr, context);
 	struct rdma_cm_join_mc_attr_ex attr;
 
 	memset(&attr, 0, sizeof(attr));
@@ -490,6 +495,8 @@ static void mc_purge(struct cma_mc *m)
 
 CMA_EXPORT int rdma_leave_multicast(struct rdma_cm_id *cm_id, struct sockaddr *addr)
 {
+	if (cma_remote())
+		return cmc_leave_multicast(cm_id, addr);
 	struct cma_id *id = cma_id_of(cm_id);
 	struct cma_mc **pp, *m;
 	int len;

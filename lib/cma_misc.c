@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "lib/cma_int.h"
+#include "lib/cmc.h"
 #include <rdma/rsocket.h>
 
 /* ---- rdma_getaddrinfo ---------------------------------------------------------- */
@@ -298,6 +299,12 @@ void cma_addrinfo_release(struct cma_id *id)
 	id->ai = NULL;
 }
 
+int cma_addrinfo_copy(const struct rdma_addrinfo *a, struct rdma_addrinfo **out)
+{
+	*out = ai_dup(a);
+	return *out ? 0 : -1;
+}
+
 /* The hint flags this library knows; newer ones (the SA service lookup of
  * RAI_SA) are refused rather than ignored. */
 #define AI_KNOWN_FLAGS (RAI_PASSIVE | RAI_NUMERICHOST | RAI_NOROUTE | RAI_FAMILY)
@@ -305,6 +312,8 @@ void cma_addrinfo_release(struct cma_id *id)
 CMA_EXPORT int rdma_resolve_addrinfo(struct rdma_cm_id *cm_id, const char *node,
 				     const char *service, const struct rdma_addrinfo *hints)
 {
+	if (cma_remote())
+		return cmc_resolve_addrinfo(cm_id, node, service, hints);
 	struct cma_id *id = cma_id_of(cm_id);
 	struct cma_ai_req *r;
 	sigset_t all, old;
@@ -354,6 +363,8 @@ CMA_EXPORT int rdma_resolve_addrinfo(struct rdma_cm_id *cm_id, const char *node,
 
 CMA_EXPORT int rdma_query_addrinfo(struct rdma_cm_id *cm_id, struct rdma_addrinfo **info)
 {
+	if (cma_remote())
+		return cmc_query_addrinfo(cm_id, info);
 	struct cma_id *id = cma_id_of(cm_id);
 	struct rdma_addrinfo *c;
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "lib/cma_int.h"
+#include "lib/cmc.h"
 #include <rdma/uscm_stats.h>
 
 static void sum_locked(struct uscm_stats *s)
@@ -51,6 +52,8 @@ static void sum_locked(struct uscm_stats *s)
 
 CMA_EXPORT int uscm_get_stats(struct uscm_stats *out, size_t size)
 {
+	if (cma_remote())
+		return cmc_uscm_get_stats(out, size);
 	struct uscm_stats s;
 
 	if (!out) {

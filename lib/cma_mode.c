@@ -1,0 +1,86 @@
+/*
+ * cma_mode.c - in-process or daemon mode, and who the caller is.
+ *
+ * In-process mode: this process opens the ports' umad CM agents and runs
+ * the CM itself (one process per port, and it needs access to
+ * /dev/infiniband/umad*). Daemon mode: uscmd runs the CM for the host and
+ * this library is its client (lib/cmc_*.c). The choice is made once, at the
+ * first rdma_cm call, and holds for the life of the process (a forked child
+ * keeps it).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/cma_int.h"
+#include "lib/cmc.h"
+
+static pthread_once_t mode_once = PTHREAD_ONCE_INIT;
+static int mode_remote;
+static int mode_forced_inproc;
+
+static void mode_decide(void)
+{
+	const char *m = getenv("USCM_MODE");
+
+	if (mode_forced_inproc)
+		return;
+	if (m && strcmp(m, "inproc") == 0) {
+		mode_remote = 0;
+	} else if (m && strcmp(m, "daemon") == 0) {
+		/* forced: calls fail with ENODEV while no daemon answers */
+		mode_remote = 1;
+		if (!cmc_probe())
+			fprintf(stderr, "uscm: USCM_MODE=daemon but no uscmd answers on %s\n",
+				getenv("USCM_SOCKET") ? getenv("USCM_SOCKET") : "/run/uscm/uscmd.sock");
+	} else {
+		if (m && *m)
+			fprintf(stderr, "uscm: USCM_MODE=%s: expected inproc or daemon\n", m);
+		mode_remote = cmc_probe();
+	}
+}
+
+int cma_remote(void)
+{
+	pthread_once(&mode_once, mode_decide);
+	return mode_remote;
+}
+
+void cma_force_inproc(void)
+{
+	mode_forced_inproc = 1;
+	pthread_once(&mode_once, mode_decide);
+}
+
+/* CAP_NET_BIND_SERVICE is bit 10 of the effective capability set. */
+static int self_privileged(void)
+{
+	char line[256];
+	FILE *f;
+	int ok = 0;
+
+	if (geteuid() == 0)
+		return 1;
+	f = fopen("/proc/self/status", "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long cap;
+
+		if (sscanf(line, "CapEff: %llx", &cap) == 1) {
+			ok = (cap >> 10) & 1;
+			break;
+		}
+	}
+	fclose(f);
+	return ok;
+}
+
+int cma_caller_privileged(void)
+{
+	if (g.caller_priv >= 0)
+		return g.caller_priv;
+	return self_privileged();
+}

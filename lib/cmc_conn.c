@@ -1,0 +1,214 @@
+/*
+ * cmc_conn.c - daemon mode: the command socket to uscmd.
+ *
+ * One connection per process (AF_UNIX SOCK_SEQPACKET), opened at the first
+ * call and again after the daemon went away (a new generation: ids and
+ * channels of the old one fail with ENODEV) or in a forked child (the
+ * parent's connection is the parent's: the child closes its copy and opens
+ * its own, so the daemon sees each process by its own credentials).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "lib/cma_int.h"
+#include "lib/cmc.h"
+#include "lib/cmc_int.h"
+
+struct cmc_global cmc = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.cond = PTHREAD_COND_INITIALIZER,
+	.call_lock = PTHREAD_MUTEX_INITIALIZER,
+	.fd = -1,
+};
+
+const char *cmc_socket_path(void)
+{
+	const char *p = getenv("USCM_SOCKET");
+
+	return p && *p ? p : USP_DEFAULT_SOCKET;
+}
+
+static int sock_connect(void)
+{
+	struct sockaddr_un sa;
+	const char *path = cmc_socket_path();
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	strcpy(sa.sun_path, path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+static int xfer(int fd, const void *req, size_t n, int pass_fd, void *rep, size_t repmax)
+{
+	struct msghdr mh;
+	struct iovec iov = { .iov_base = (void *)req, .iov_len = n };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	ssize_t r;
+
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	if (pass_fd >= 0) {
+		struct cmsghdr *c;
+
+		memset(&u, 0, sizeof(u));
+		mh.msg_control = u.buf;
+		mh.msg_controllen = sizeof(u.buf);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+	}
+	do
+		r = sendmsg(fd, &mh, MSG_NOSIGNAL);
+	while (r < 0 && errno == EINTR);
+	if (r != (ssize_t)n)
+		return -1;
+	do
+		r = recv(fd, rep, repmax, 0);
+	while (r < 0 && errno == EINTR);
+	if (r <= 0) {
+		if (r == 0)
+			errno = ECONNRESET;
+		return -1;
+	}
+	return (int)r;
+}
+
+/* The connection for this process, opened if needed (call_lock held). */
+static int conn_get(void)
+{
+	struct {
+		struct usp_hdr h;
+		struct usp_hello b;
+	} req;
+	struct {
+		struct usp_reply r;
+		struct usp_hello_rep b;
+	} rep;
+	int fd, n;
+
+	if (cmc.fd >= 0 && cmc.pid == getpid())
+		return cmc.fd;
+	if (cmc.fd >= 0) {
+		/* a forked child: the parent's connection stays the parent's */
+		close(cmc.fd);
+		cmc.fd = -1;
+		cmc.gen++;
+	}
+	fd = sock_connect();
+	if (fd < 0) {
+		errno = ENODEV;
+		return -1;
+	}
+	memset(&req, 0, sizeof(req));
+	usp_hdr_init(&req.h, USP_HELLO, sizeof(req), ++cmc.seq, 0);
+	req.b.version = USP_VERSION;
+	req.b.pid = (uint32_t)getpid();
+	n = xfer(fd, &req, sizeof(req), -1, &rep, sizeof(rep));
+	if (n != (int)sizeof(rep) || rep.r.err) {
+		close(fd);
+		errno = ENODEV;
+		return -1;
+	}
+	cmc.fd = fd;
+	cmc.pid = getpid();
+	cmc.gen++;
+	cmc.client = rep.b.client;
+	return fd;
+}
+
+int cmc_probe(void)
+{
+	int ok;
+
+	pthread_mutex_lock(&cmc.call_lock);
+	ok = conn_get() >= 0;
+	pthread_mutex_unlock(&cmc.call_lock);
+	return ok;
+}
+
+int cmc_id_live(const struct cmc_id *id)
+{
+	if (id->gen != cmc.gen || cmc.fd < 0 || cmc.pid != getpid())
+		return cma_fail(ENODEV);
+	return 0;
+}
+
+int cmc_call(uint16_t op, uint32_t id, const void *body, size_t blen, void *rep, size_t replen,
+	     int pass_fd, size_t *got)
+{
+	uint8_t req[USP_MAX_REQUEST];
+	uint8_t *in;
+	struct usp_reply r;
+	size_t inmax = sizeof(r) + replen;
+	int fd, n, e;
+
+	if (sizeof(struct usp_hdr) + blen > sizeof(req))
+		return cma_fail(EMSGSIZE);
+	in = malloc(inmax < 256 ? 256 : inmax);
+	if (!in)
+		return cma_fail(ENOMEM);
+	pthread_mutex_lock(&cmc.call_lock);
+	fd = conn_get();
+	if (fd < 0) {
+		pthread_mutex_unlock(&cmc.call_lock);
+		free(in);
+		return cma_fail(ENODEV);
+	}
+	usp_hdr_init((struct usp_hdr *)req, op, sizeof(struct usp_hdr) + blen, ++cmc.seq, id);
+	if (blen)
+		memcpy(req + sizeof(struct usp_hdr), body, blen);
+	n = xfer(fd, req, sizeof(struct usp_hdr) + blen, pass_fd, in, inmax < 256 ? 256 : inmax);
+	if (n < (int)sizeof(r)) {
+		/* the daemon is gone: this generation's ids and channels die */
+		close(cmc.fd);
+		cmc.fd = -1;
+		pthread_mutex_unlock(&cmc.call_lock);
+		free(in);
+		return cma_fail(ENODEV);
+	}
+	pthread_mutex_unlock(&cmc.call_lock);
+	memcpy(&r, in, sizeof(r));
+	if (r.h.op != (USP_REPLY | op)) {
+		free(in);
+		return cma_fail(EPROTO);
+	}
+	if (r.err) {
+		e = r.err;
+		free(in);
+		return cma_fail(e);
+	}
+	if (rep)
+		memcpy(rep, in + sizeof(r), (size_t)n - sizeof(r) < replen ? (size_t)n - sizeof(r) : replen);
+	if (got)
+		*got = (size_t)n - sizeof(r);
+	free(in);
+	return 0;
+}

@@ -1,0 +1,115 @@
+/*
+ * cmc_int.h - internals of daemon mode (the library as uscmd's client).
+ *
+ * What is per process stays here, as with the kernel's ucma: ids (a mirror
+ * of the daemon's: handle, route, device), event channels, the
+ * application's QPs / CQs / SRQs and their state transitions (the daemon
+ * returns QP attributes, this side calls ibv_modify_qp). Everything
+ * host-wide — ports, the CM engines, the bind table, listeners, the path
+ * cache, multicast membership — is the daemon's.
+ *
+ * Locking: cmc.lock guards the id table, channels' local state and ids'
+ * counters; cmc.call_lock serialises requests on the command socket (one in
+ * flight per process, as a write to the rdma_cm fd). Never both the other
+ * way round: call_lock may be taken with lock free only.
+ */
+#ifndef USCM_LIB_CMC_INT_H
+#define USCM_LIB_CMC_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <rdma/rdma_cma.h>
+
+#include "lib/usp_proto.h"
+
+struct cmc_id;
+
+struct cmc_chan {
+	struct rdma_event_channel ch;   /* first: the user's pointer; our socket end */
+	uint32_t handle;
+	unsigned gen;                   /* the daemon connection it belongs to */
+	int sync;                       /* private to one synchronous id */
+	int eof;                        /* the daemon went away */
+	unsigned waiters;               /* threads in rdma_get_cm_event on it */
+	int dead;                       /* destroyed while they were */
+};
+
+/* One rdma_join_multicast, as the library sees it: the QP attach is ours. */
+struct cmc_mc {
+	struct cmc_mc *next;
+	struct sockaddr_storage addr;
+	void *context;
+	uint32_t flags;
+	int attached;
+	union ibv_gid mgid;
+	uint16_t mlid;
+};
+
+struct cmc_id {
+	struct rdma_cm_id id;           /* first: the user's pointer */
+	uint32_t handle;
+	unsigned gen;
+	struct cmc_chan *chan;
+	int sync;
+	struct cmc_id *hnext;           /* handle hash chain */
+	struct ibv_sa_path_rec path;    /* id.route.path_rec points here */
+	unsigned events_out;            /* handed out, not acked */
+	int removed;                    /* DEVICE_REMOVAL delivered (daemon gone) */
+	int own_send_cq, own_recv_cq;
+	struct cmc_mc *mcs;
+	struct ibv_qp_init_attr *ep_qp_attr;    /* rdma_create_ep, passive */
+	/* rdma_resolve_addrinfo */
+	struct rdma_addrinfo *ai;
+	int ai_busy;
+};
+
+struct cmc_event {
+	struct rdma_cm_event ev;        /* first */
+	struct cmc_id *owner;           /* counted in its events_out */
+	uint8_t pdata[USP_PDATA_MAX];
+};
+
+struct cmc_global {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;            /* acks */
+	pthread_mutex_t call_lock;
+	int fd;                         /* command socket, -1 when none */
+	pid_t pid;                      /* whose connection it is (fork) */
+	unsigned gen;                   /* bumped at every new connection */
+	uint32_t seq;
+	uint32_t client;                /* the daemon's number for us */
+	struct cmc_id **tab;            /* handle hash */
+	unsigned tabsz, nids;
+};
+extern struct cmc_global cmc;
+
+/* cmc_conn.c: the command socket */
+const char *cmc_socket_path(void);
+/* Sends a request and waits for its reply. body: blen bytes after the
+ * header; rep (may be NULL): up to replen bytes of the reply body;
+ * pass_fd >= 0 travels with it (SCM_RIGHTS). 0, or -1 with errno (the
+ * daemon's error; ENODEV when there is no daemon). *got (may be NULL): the
+ * reply body's length. */
+int cmc_call(uint16_t op, uint32_t id, const void *body, size_t blen, void *rep, size_t replen,
+	     int pass_fd, size_t *got);
+/* 0 when the id still belongs to the live connection, -1/ENODEV. */
+int cmc_id_live(const struct cmc_id *id);
+
+/* cmc_id.c */
+struct cmc_id *cmc_id_find(uint32_t handle);    /* lock held */
+void cmc_apply_snap(struct cmc_id *id, const struct usp_snap *s);
+struct ibv_context *cmc_verbs_of(const struct usp_snap *s);
+struct cmc_chan *cmc_chan_new(int sync);
+int cmc_sync_wait(struct cmc_id *id);
+static inline struct cmc_id *cmc_id_of(struct rdma_cm_id *id)
+{
+	return (struct cmc_id *)id;
+}
+
+/* cmc_qp.c */
+int cmc_modify(struct cmc_id *id, enum ibv_qp_state target);
+void cmc_qp_to_err(struct cmc_id *id);
+
+#endif
