@@ -64,6 +64,22 @@ static const char *socket_path(const char *opt)
 	return e && *e ? e : USP_DEFAULT_SOCKET;
 }
 
+static unsigned env_limit(const char *name, unsigned dflt)
+{
+	const char *v = getenv(name);
+	unsigned long n;
+	char *end;
+
+	if (!v || !*v)
+		return dflt;
+	n = strtoul(v, &end, 0);
+	if (*end || n == 0 || n > 1u << 20) {
+		fprintf(stderr, "uscmd: %s=%s: expected 1..%u, using %u\n", name, v, 1u << 20, dflt);
+		return dflt;
+	}
+	return (unsigned)n;
+}
+
 static int mkdir_parent(const char *path)
 {
 	char d[PATH_MAX];
@@ -254,9 +270,11 @@ int main(int argc, char **argv)
 	struct sigaction sa;
 	struct rlimit rl;
 
-	usd.lim.max_ids = 131072;
-	usd.lim.max_chans = 4096;
-	usd.lim.max_queued = 65536;
+	/* defaults, or USCM_MAX_IDS / USCM_MAX_CHANS / USCM_MAX_QUEUED from the
+	 * environment (a fabric's daemons get their limits that way) */
+	usd.lim.max_ids = env_limit("USCM_MAX_IDS", 131072);
+	usd.lim.max_chans = env_limit("USCM_MAX_CHANS", 4096);
+	usd.lim.max_queued = env_limit("USCM_MAX_QUEUED", 65536);
 	while ((o = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
 		switch (o) {
 		case 's': sock = optarg; break;

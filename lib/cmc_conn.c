@@ -101,8 +101,10 @@ static int xfer(int fd, const void *req, size_t n, int pass_fd, void *rep, size_
 	return (int)r;
 }
 
-/* The connection for this process, opened if needed (call_lock held). */
-static int conn_get(void)
+/* The connection for this process, opened if needed (call_lock held);
+ * fresh: for a request that needs no id or channel of an earlier
+ * connection, replace one whose daemon is gone. */
+static int conn_get(int fresh)
 {
 	struct {
 		struct usp_hdr h;
@@ -114,8 +116,16 @@ static int conn_get(void)
 	} rep;
 	int fd, n;
 
-	if (cmc.fd >= 0 && cmc.pid == getpid())
-		return cmc.fd;
+	if (cmc.fd >= 0 && cmc.pid == getpid()) {
+		struct pollfd pf = { .fd = cmc.fd, .events = POLLRDHUP };
+
+		/* a daemon that went away since: start a new generation (the
+		 * old one's ids and channels fail with ENODEV) */
+		if (!fresh || poll(&pf, 1, 0) == 0)
+			return cmc.fd;
+		close(cmc.fd);
+		cmc.fd = -1;
+	}
 	if (cmc.fd >= 0) {
 		/* a forked child: the parent's connection stays the parent's */
 		close(cmc.fd);
@@ -149,16 +159,21 @@ int cmc_probe(void)
 	int ok;
 
 	pthread_mutex_lock(&cmc.call_lock);
-	ok = conn_get() >= 0;
+	ok = conn_get(1) >= 0;
 	pthread_mutex_unlock(&cmc.call_lock);
 	return ok;
 }
 
-int cmc_id_live(const struct cmc_id *id)
+int cmc_gen_live(unsigned gen)
 {
-	if (id->gen != cmc.gen || cmc.fd < 0 || cmc.pid != getpid())
+	if (gen != cmc.gen || cmc.fd < 0 || cmc.pid != getpid())
 		return cma_fail(ENODEV);
 	return 0;
+}
+
+int cmc_id_live(const struct cmc_id *id)
+{
+	return cmc_gen_live(id->gen);
 }
 
 int cmc_call(uint16_t op, uint32_t id, const void *body, size_t blen, void *rep, size_t replen,
@@ -176,7 +191,7 @@ int cmc_call(uint16_t op, uint32_t id, const void *body, size_t blen, void *rep,
 	if (!in)
 		return cma_fail(ENOMEM);
 	pthread_mutex_lock(&cmc.call_lock);
-	fd = conn_get();
+	fd = conn_get(op == USP_CHAN_CREATE || op == USP_STATS || op == USP_HELLO);
 	if (fd < 0) {
 		pthread_mutex_unlock(&cmc.call_lock);
 		free(in);

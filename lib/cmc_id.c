@@ -160,7 +160,7 @@ static void chan_free(struct cmc_chan *c)
 	waiters = c->waiters;
 	c->dead = 1;
 	pthread_mutex_unlock(&cmc.lock);
-	if (c->gen == cmc.gen)
+	if (!c->eof && cmc_gen_live(c->gen) == 0)
 		cmc_call(USP_CHAN_DESTROY, 0, &b, sizeof(b), NULL, 0, -1, NULL);
 	/* Another thread still waits in rdma_get_cm_event on it (rping's event
 	 * thread does while main tears down): as with the kernel's rdma_cm
@@ -221,7 +221,7 @@ static int create_id_qpt(struct rdma_event_channel *channel, struct rdma_cm_id *
 
 	if (!out)
 		return cma_fail(EINVAL);
-	if (c && c->gen != cmc.gen)
+	if (c && (c->eof || cmc_gen_live(c->gen) < 0))
 		return cma_fail(ENODEV);
 	if (!c && !(c = cmc_chan_new(1)))
 		return -1;

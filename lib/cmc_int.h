@@ -96,6 +96,7 @@ int cmc_call(uint16_t op, uint32_t id, const void *body, size_t blen, void *rep,
 	     int pass_fd, size_t *got);
 /* 0 when the id still belongs to the live connection, -1/ENODEV. */
 int cmc_id_live(const struct cmc_id *id);
+int cmc_gen_live(unsigned gen);
 
 /* cmc_id.c */
 struct cmc_id *cmc_id_find(uint32_t handle);    /* lock held */

@@ -54,9 +54,26 @@ static inline int lt_have_sim(void)
 
 static char lt_dir[256];
 
+/* 1 when the fabric runs a uscmd per node (daemon mode, issue 12): lt_node
+ * then points USCM_SOCKET at that node's daemon. */
+static int lt_daemon;
+
+static inline void lt_fabric_start_opts(const char *link, int nodes, const char *opts);
+
 /* Starts a fabric of `nodes` nodes ("ib" or "roce") in a fresh directory and
  * points USCM_SIM_DIR at it; skips the test when uscm-sim is not built. */
 static inline void lt_fabric_start(const char *link, int nodes)
+{
+	lt_fabric_start_opts(link, nodes, "");
+}
+
+/* The same with a uscmd on every node: programs use daemon mode. */
+static inline void lt_fabric_start_daemon(const char *link, int nodes)
+{
+	lt_fabric_start_opts(link, nodes, "--uscmd");
+}
+
+static inline void lt_fabric_start_opts(const char *link, int nodes, const char *opts)
 {
 	char *out = NULL;
 	int rc;
@@ -68,8 +85,9 @@ static inline void lt_fabric_start(const char *link, int nodes)
 	char pid[32];
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
 	setenv("USCM_SIM_WATCH_PID", pid, 1);
-	rc = lt_sh(&out, "%s/uscm-sim start --dir %s/f --nodes %d --link %s 2>&1", lt_bin(), lt_dir,
-		   nodes, link);
+	lt_daemon = strstr(opts, "--uscmd") != NULL;
+	rc = lt_sh(&out, "%s/uscm-sim start --dir %s/f --nodes %d --link %s %s 2>&1", lt_bin(),
+		   lt_dir, nodes, link, opts);
 	cr_assert_eq(rc, 0, "uscm-sim start failed:\n%s", out);
 	free(out);
 	char d[512];
@@ -85,6 +103,9 @@ static inline void lt_fabric_stop(void)
 	lt_sh(NULL, "%s/uscm-sim stop --dir %s/f >/dev/null 2>&1; rm -rf '%s'", lt_bin(), lt_dir,
 	      lt_dir);
 	lt_dir[0] = 0;
+	lt_daemon = 0;
+	unsetenv("USCM_SOCKET");
+	unsetenv("USCM_MODE");
 }
 
 /* Become node n of the fabric (before the first rdma_* call). */
@@ -93,6 +114,13 @@ static inline void lt_node(int n)
 	char v[32];
 	snprintf(v, sizeof(v), "node%d", n);
 	setenv("USCM_SIM_NODE", v, 1);
+	if (lt_daemon) {
+		char sock[600];
+
+		snprintf(sock, sizeof(sock), "%s/node%d/uscmd.sock", getenv("USCM_SIM_DIR"), n);
+		setenv("USCM_SOCKET", sock, 1);
+		setenv("USCM_MODE", "daemon", 1);
+	}
 }
 
 /* Waits (ms) for the next event on ch; returns it or NULL. */
