@@ -1396,7 +1396,7 @@ int main(int argc, char **argv)
 	char path[512];
 	uint64_t next_sweep = 0, next_check = 0;
 	pid_t watch = 0;
-	int orphaned = 0;
+	int orphaned = 0, gone = 0;
 
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
@@ -1486,8 +1486,10 @@ int main(int argc, char **argv)
 		}
 		if (now >= next_check) {
 			/* the fabric was stopped or replaced: go away */
-			if (stat(path, &st1) < 0 || st1.st_ino != st0.st_ino)
+			if (stat(path, &st1) < 0 || st1.st_ino != st0.st_ino) {
+				gone = 1;
 				break;
+			}
 			if (watch > 0 && !simf_pid_alive(watch)) {
 				orphaned = 1;
 				break;
@@ -1536,11 +1538,28 @@ int main(int argc, char **argv)
 	for (int i = 0; i < SIMF_MAX_NODES; i++)
 		if (g_sma_fd[i] >= 0)
 			close(g_sma_fd[i]);
+	/* The fabric is going away without `uscm-sim stop` (its owner died, or
+	 * the state was removed or replaced): the nodes' host services go with
+	 * it. (Stopped by a signal, the SM leaves them: hosts outlive an SM.) */
+	if (orphaned || gone) {
+		int n = simf_uscmd_stop(g_f, -1, SIGTERM, 2000);
+
+		if (n)
+			logf_("stopped %d uscmd%s", n, n == 1 ? "" : "s");
+	}
 	if (orphaned) {
 		static const char *const files[] = { "fabric.state", "hosts", "sm.log" };
+		static const char *const node_files[] = { "uscmd.sock", "uscmd.log" };
 		char p[600];
 
 		logf_("watched process %d is gone: removing the fabric", (int)watch);
+		for (unsigned n = 1; n <= g_f->st->nnodes && n < SIMF_MAX_NODES; n++) {
+			for (size_t i = 0; i < sizeof(node_files) / sizeof(node_files[0]); i++)
+				if (simf_uscmd_path(g_f, (int)n, node_files[i], p, sizeof(p)) == 0)
+					unlink(p);
+			if (simf_uscmd_path(g_f, (int)n, NULL, p, sizeof(p)) == 0)
+				rmdir(p);
+		}
 		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 			snprintf(p, sizeof(p), "%s/%s", g_f->dir, files[i]);
 			unlink(p);

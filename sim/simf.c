@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -473,10 +474,12 @@ struct simf *simf_create(const char *dir, enum simf_link link, unsigned nnodes,
 		return NULL;
 	snprintf(path, sizeof(path), "%s/" STATE_FILE, dir);
 	snprintf(tmp, sizeof(tmp), "%s/" STATE_FILE ".tmp.%d", dir, (int)getpid());
-	fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
 	if (fd < 0)
 		return NULL;
-	if (ftruncate(fd, (off_t)len) < 0) {
+	/* every user's programs attach (read-write) and register in it, as every
+	 * user may open a real host's uverbs device */
+	if (fchmod(fd, 0666) < 0 || ftruncate(fd, (off_t)len) < 0) {
 		int e = errno;
 		close(fd);
 		unlink(tmp);
@@ -543,7 +546,13 @@ struct simf *simf_create(const char *dir, enum simf_link link, unsigned nnodes,
 		int pfd;
 
 		snprintf(st->pcap_path, sizeof(st->pcap_path), "%s", pcap_path);
-		pfd = open(pcap_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		pfd = open(pcap_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+		/* every process of the fabric appends what it sends, whoever runs it
+		 * (a file of another user's stays as it is) */
+		if (pfd >= 0 && fchmod(pfd, 0666) < 0 && errno != EPERM) {
+			close(pfd);
+			pfd = -1;
+		}
 		if (pfd < 0) {
 			int e = errno;
 			munmap(st, len);
@@ -671,6 +680,112 @@ struct simf *simf_attach(const char *dir)
 }
 
 static void delay_stop(struct simf *f);
+
+/* ---- the host service (uscmd) ------------------------------------------------ */
+
+int simf_uscmd_path(const struct simf *f, int n, const char *file, char *buf, size_t len)
+{
+	char real[PATH_MAX];
+	const char *dir = realpath(f->dir, real) ? real : f->dir;
+	int k;
+
+	if (n < 0 || n >= SIMF_MAX_NODES)
+		return errno = EINVAL, -1;
+	if (file)
+		k = snprintf(buf, len, "%s/%s/%s", dir, f->st->nodes[n].name, file);
+	else
+		k = snprintf(buf, len, "%s/%s", dir, f->st->nodes[n].name);
+	if (k < 0 || (size_t)k >= len)
+		return errno = ENAMETOOLONG, -1;
+	return 0;
+}
+
+/* Does pid's command line have the argument arg? */
+static int cmdline_has(pid_t pid, const char *arg)
+{
+	char path[64], buf[8192];
+	size_t want = strlen(arg) + 1;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	for (ssize_t o = 0; o < n; o += (ssize_t)strlen(buf + o) + 1)
+		if ((size_t)(n - o) >= want && strcmp(buf + o, arg) == 0)
+			return 1;
+	return 0;
+}
+
+pid_t simf_uscmd_pid(struct simf *f, int n)
+{
+	char sock[PATH_MAX];
+	pid_t pid;
+
+	if (n < 1 || (unsigned)n > f->st->nnodes || n >= SIMF_MAX_NODES)
+		return 0;
+	pid = __atomic_load_n(&f->st->uscmd_pid[n], __ATOMIC_ACQUIRE);
+	if (pid <= 0 || !simf_pid_alive(pid))
+		return 0;
+	/* the pid may have been reused since: it must still be the daemon
+	 * started with this node's socket */
+	if (simf_uscmd_path(f, n, "uscmd.sock", sock, sizeof(sock)) < 0 || !cmdline_has(pid, sock))
+		return 0;
+	return pid;
+}
+
+int simf_uscmd_stop(struct simf *f, int n, int sig, unsigned grace_ms)
+{
+	pid_t pids[SIMF_MAX_NODES], gone[SIMF_MAX_NODES] = { 0 };
+	int np = 0, left;
+	uint64_t deadline;
+	unsigned lo = n < 0 ? 1 : (unsigned)n, hi = n < 0 ? f->st->nnodes : (unsigned)n;
+
+	for (unsigned i = lo; i <= hi && i < SIMF_MAX_NODES; i++) {
+		pid_t p = simf_uscmd_pid(f, (int)i);
+
+		if (p > 0) {
+			pids[np++] = p;
+			kill(p, sig);
+		}
+	}
+	deadline = now_mono_ns() + (sig == SIGKILL ? 5000000000ull : (uint64_t)grace_ms * 1000000ull);
+	for (int killed = sig == SIGKILL;;) {
+		left = 0;
+		for (int k = 0; k < np; k++) {
+			waitpid(pids[k], NULL, WNOHANG); /* the caller's children */
+			left += pid_alive(pids[k]);
+		}
+		if (!left)
+			break;
+		if (!killed && now_mono_ns() >= deadline) {
+			for (int k = 0; k < np; k++)
+				if (pid_alive(pids[k]))
+					kill(pids[k], SIGKILL);
+			killed = 1;
+			deadline = now_mono_ns() + 5000000000ull;
+		} else if (killed && now_mono_ns() >= deadline) {
+			break; /* not ours to kill (EPERM) or stuck in the kernel */
+		}
+		poll(NULL, 0, 10);
+	}
+	/* forget the dead (and pids reused by other processes) */
+	for (unsigned i = lo; i <= hi && i < SIMF_MAX_NODES; i++)
+		if (f->st->uscmd_pid[i] && !simf_uscmd_pid(f, (int)i))
+			gone[i] = f->st->uscmd_pid[i];
+	simf_lock(f);
+	for (unsigned i = lo; i <= hi && i < SIMF_MAX_NODES; i++)
+		if (gone[i] && f->st->uscmd_pid[i] == gone[i])
+			f->st->uscmd_pid[i] = 0;
+	simf_unlock(f);
+	return np;
+}
 
 void simf_detach(struct simf *f)
 {

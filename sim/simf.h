@@ -41,7 +41,7 @@
 #include <sys/types.h>
 
 #define SIMF_MAGIC 0x55534631u /* "USF1" */
-#define SIMF_VERSION 2
+#define SIMF_VERSION 3
 #define SIMF_MAX_NODES 64      /* node 0 = SM/SA, 1..63 = node1..node63 */
 #define SIMF_MAX_AGENTS 32     /* umad agents per node */
 #define SIMF_MAX_FAULTS 32
@@ -60,6 +60,9 @@
 #define SIMF_RESV8A_GRH(r) ((unsigned)(r) & 1u)
 
 enum simf_link { SIMF_LINK_IB = 1, SIMF_LINK_ROCE = 2 };
+/* Who may open a port for MADs (/dev/infiniband/umadN): rdma-core's udev
+ * rules make umadN 0600 root (the default, 0), a host may open it to all. */
+enum simf_umad_access { SIMF_UMAD_ROOT = 0, SIMF_UMAD_ALL = 1 };
 enum simf_port_state { SIMF_PORT_DOWN = 1, SIMF_PORT_INIT = 2, SIMF_PORT_ACTIVE = 4 };
 
 /* A registered umad agent: requests of (class, version, method) addressed
@@ -163,6 +166,9 @@ struct simf_state {
 	struct simf_mcg mcgs[SIMF_MAX_MCG]; /* multicast groups (struct simf_mcg) */
 	uint32_t mlid_next;     /* MLID allocator (0xC000..), by the SA */
 	int32_t keeper_pid;     /* the uscm-sim-sm process (also on RoCE) */
+	/* v3 */
+	uint32_t umad_access;   /* enum simf_umad_access (uscm-sim --umad-access) */
+	int32_t uscmd_pid[SIMF_MAX_NODES]; /* node i's host service (uscmd), 0: none */
 };
 
 struct simf {
@@ -210,6 +216,21 @@ int simf_write_hosts(struct simf *f);
 /* Link of node n up or down (down: port DOWN, every datagram to/from it is
  * dropped; up: RoCE ACTIVE at once, IB INIT until the SM's next sweep). */
 int simf_set_link(struct simf *f, int n, int up);
+
+/* ---- the host service (uscmd, one per node; started by uscm-sim) -------- */
+
+/* The path of `file` in node n's directory, "<dir>/<node name>/<file>"
+ * (file NULL: the directory itself), with the fabric directory resolved
+ * (realpath) when it exists: "uscmd.sock" is the daemon's socket,
+ * "uscmd.log" its stderr. 0, or -1/ENAMETOOLONG when it does not fit. */
+int simf_uscmd_path(const struct simf *f, int n, const char *file, char *buf, size_t len);
+/* Node n's uscmd pid when that process is alive and still the uscmd of
+ * this fabric (its command line names the node's socket), else 0. */
+pid_t simf_uscmd_pid(struct simf *f, int n);
+/* Stops node n's uscmd (-1: every node's): `sig` (SIGTERM) to each, then
+ * SIGKILL after grace_ms; waits until they are gone (reaping the caller's
+ * children) and clears uscmd_pid. Returns how many were running. */
+int simf_uscmd_stop(struct simf *f, int n, int sig, unsigned grace_ms);
 
 /* ---- umad agents (kernel ib_mad rules; helpers over nodes[n].agents) ------ */
 

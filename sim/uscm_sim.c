@@ -2,7 +2,8 @@
  * uscm-sim - start, inspect, perturb and stop a simulated fabric.
  *
  *   uscm-sim start [--dir D] [--nodes N] [--link ib|roce] [--seed S]
- *                  [--pcap FILE] [--fault SPEC]... [-v]       (alias: up)
+ *                  [--pcap FILE] [--fault SPEC]... [--no-uscmd]
+ *                  [--umad-access root|all] [-v]              (alias: up)
  *   uscm-sim stop [--dir D]                                     (alias: down)
  *   uscm-sim status [--dir D]
  *   uscm-sim env [--dir D] [--node NAME]
@@ -10,7 +11,10 @@
  *   uscm-sim link [--dir D] NODE up|down
  *   uscm-sim kill [--dir D] NODE
  *   uscm-sim run [--dir D] [--node NAME] [start options] -- CMD [ARGS...]
+ *   uscm-sim uscmd [--dir D] NODE start|stop|restart|kill
  *
+ * The host service: `start` runs build/bin/uscmd (next to this binary)
+ * once per node, as a node program of that node; sim/ only execs it.
  * See docs/sim.md.
  */
 #define _GNU_SOURCE
@@ -27,6 +31,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,6 +50,8 @@ struct opts {
 	const char *faults[SIMF_MAX_FAULTS];
 	int nfaults;
 	int verbose;
+	int no_uscmd;           /* --no-uscmd */
+	enum simf_umad_access umad_access;
 	int start_opts;         /* any start-only option given */
 };
 
@@ -53,11 +60,18 @@ static void usage_to(FILE *out, int rc)
 	fprintf(out,
 		"usage: uscm-sim COMMAND [options]\n"
 		"  start [--dir D] [--nodes N] [--link ib|roce] [--seed S] [--pcap FILE]\n"
-		"        [--fault SPEC]... [-v]     start a fabric (default 2 nodes, IB)   (alias: up)\n"
-		"  stop [--dir D]                   kill the SM and every node process, remove state\n"
-		"                                   (alias: down)\n"
-		"  status [--dir D]                 node table, LIDs, port states, counters, faults\n"
+		"        [--fault SPEC]... [--no-uscmd] [--umad-access root|all] [-v]\n"
+		"                                   start a fabric (default 2 nodes, IB) and one uscmd\n"
+		"                                   (host service) per node            (alias: up)\n"
+		"        --no-uscmd                 no uscmd (in-process programs own the CM agents)\n"
+		"        --umad-access root|all     who may open /dev/infiniband/umadN (default root,\n"
+		"                                   as on a real host; verbs are open to every user)\n"
+		"  stop [--dir D]                   stop the uscmds, then the SM and every node\n"
+		"                                   process, remove state              (alias: down)\n"
+		"  status [--dir D]                 node table, LIDs, port states, counters, faults,\n"
+		"                                   uscmds\n"
 		"  env [--dir D] [--node NAME]      print the environment lines for a program\n"
+		"                                   (with USCM_SOCKET when the node has a uscmd socket)\n"
 		"  fault [--dir D] SPEC...|add SPEC...|clear|list   replace / extend / clear / show\n"
 		"                                   the fault rules                        (alias: faults)\n"
 		"  link [--dir D] NODE up|down      take a node's link down or up\n"
@@ -65,7 +79,11 @@ static void usage_to(FILE *out, int rc)
 		"  run [--dir D] [--node NAME] [start options] -- CMD [ARGS...]\n"
 		"      run CMD on a running fabric, or start one, run CMD, stop it; CMD gets\n"
 		"      LD_LIBRARY_PATH = the drop-in libibumad/libibverbs (and uscm's librdmacm\n"
-		"      when built), USCM_SIM_DIR and USCM_SIM_NODE\n"
+		"      when built), USCM_SIM_DIR, USCM_SIM_NODE and USCM_SOCKET when the node has\n"
+		"      a uscmd socket (--no-uscmd: never)\n"
+		"  uscmd [--dir D] NODE start|stop|restart|kill\n"
+		"                                   manage one node's uscmd (kill: SIGKILL, the socket\n"
+		"                                   file stays, as after a crash)\n"
 		"NODE: node1..nodeN (or 1..N, 127.10.0.i), sm\n"
 		"SPEC: one rule = comma-separated key=value; rules separated by ';'; the first\n"
 		"      rule that matches a datagram applies.\n"
@@ -144,6 +162,20 @@ static int parse_opts(int argc, char **argv, int i, struct opts *o)
 				exit(2);
 			}
 			o->faults[o->nfaults++] = argv[++i];
+			o->start_opts = 1;
+		} else if (strcmp(a, "--no-uscmd") == 0) {
+			o->no_uscmd = 1; /* run on a running fabric: no USCM_SOCKET */
+		} else if (strcmp(a, "--umad-access") == 0 && i + 1 < argc) {
+			const char *v = argv[++i];
+
+			if (strcmp(v, "root") == 0)
+				o->umad_access = SIMF_UMAD_ROOT;
+			else if (strcmp(v, "all") == 0)
+				o->umad_access = SIMF_UMAD_ALL;
+			else {
+				fprintf(stderr, "uscm-sim: --umad-access root|all\n");
+				exit(2);
+			}
 			o->start_opts = 1;
 		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			usage_to(stdout, 0);
@@ -373,8 +405,18 @@ static void terminate(pid_t *pids, int n)
 static void remove_state(const char *dir)
 {
 	static const char *const files[] = { "fabric.state", "hosts", "sm.log" };
-	char p[PATH_MAX + 32];
+	static const char *const node_files[] = { "uscmd.sock", "uscmd.log" };
+	char p[PATH_MAX + 64];
 
+	/* the nodes' directories (uscmd socket and log) */
+	for (unsigned n = 1; n < SIMF_MAX_NODES; n++) {
+		for (size_t i = 0; i < sizeof(node_files) / sizeof(node_files[0]); i++) {
+			snprintf(p, sizeof(p), "%s/node%u/%s", dir, n, node_files[i]);
+			unlink(p);
+		}
+		snprintf(p, sizeof(p), "%s/node%u", dir, n);
+		rmdir(p); /* only when empty */
+	}
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		snprintf(p, sizeof(p), "%s/%s", dir, files[i]);
 		unlink(p);
@@ -399,10 +441,251 @@ static int cmd_stop(const struct opts *o)
 		remove_state(dir);
 		return 1;
 	}
+	/* the host services first (SIGTERM, SIGKILL after 2 s): they may still
+	 * talk to the SM and to their nodes' programs while they shut down */
+	simf_uscmd_stop(f, -1, SIGTERM, 2000);
 	collect_pids(f, pids, &n, (int)(sizeof(pids) / sizeof(pids[0])));
 	simf_detach(f);
 	terminate(pids, n);
 	remove_state(dir);
+	return 0;
+}
+
+/* ---- the host service (uscmd) ------------------------------------------- */
+
+static void set_env(const char *dir, const char *node, const char *sock);
+
+/* build/bin/uscmd, next to this binary: 0 when it is there. */
+static int uscmd_bin(char *buf, size_t len)
+{
+	char ed[PATH_MAX];
+
+	if (exe_dir(ed, sizeof(ed)) < 0)
+		return -1;
+	if (snprintf(buf, len, "%s/uscmd", ed) >= (int)len)
+		return -1;
+	return access(buf, X_OK);
+}
+
+/* Does a SOCK_SEQPACKET socket at path accept a connection? */
+static int sock_accepts(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd, ok;
+
+	if (strlen(path) >= sizeof(a.sun_path))
+		return 0;
+	memcpy(a.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(fd);
+	return ok;
+}
+
+static int is_socket(const char *path)
+{
+	struct stat sb;
+
+	return stat(path, &sb) == 0 && S_ISSOCK(sb.st_mode);
+}
+
+/* Node n's uscmd socket when that file exists (for USCM_SOCKET), else "". */
+static void node_socket(struct simf *f, int n, char *buf, size_t len)
+{
+	if (n < 1 || simf_uscmd_path(f, n, "uscmd.sock", buf, len) < 0 || !is_socket(buf))
+		buf[0] = 0;
+}
+
+/* The last `lines` lines of a log file on stderr, each prefixed. */
+static void print_tail(const char *path, const char *label, int lines)
+{
+	char line[512];
+	long total = 0, skip;
+	FILE *fp = fopen(path, "r");
+
+	if (!fp) {
+		fprintf(stderr, "  %s: %s\n", label, strerror(errno));
+		return;
+	}
+	while (fgets(line, sizeof(line), fp))
+		total += strchr(line, '\n') != NULL;
+	rewind(fp);
+	skip = lines > 0 && total > lines ? total - lines : 0;
+	for (long k = 0; fgets(line, sizeof(line), fp);) {
+		int eol = strchr(line, '\n') != NULL;
+
+		if (k >= skip)
+			fprintf(stderr, "  %s: %s%s", label, line, eol ? "" : "\n");
+		k += eol;
+	}
+	fclose(fp);
+}
+
+/* Starts node n's uscmd (the caller checked that none runs): the node's
+ * directory, the socket path free, stderr (and stdout) to uscmd.log, the
+ * environment of a program of that node plus USCM_MODE=inproc. Records the
+ * pid in the fabric state. The pid, or -1. */
+static pid_t spawn_uscmd(struct simf *f, int n, const char *bin, int verbose)
+{
+	char nd[PATH_MAX], sock[PATH_MAX], logp[PATH_MAX];
+	pid_t pid;
+
+	if (simf_uscmd_path(f, n, NULL, nd, sizeof(nd)) < 0 ||
+	    simf_uscmd_path(f, n, "uscmd.sock", sock, sizeof(sock)) < 0 ||
+	    simf_uscmd_path(f, n, "uscmd.log", logp, sizeof(logp)) < 0) {
+		fprintf(stderr, "uscm-sim: %s: path too long\n", f->dir);
+		return -1;
+	}
+	{
+		struct sockaddr_un a;
+
+		if (strlen(sock) >= sizeof(a.sun_path)) {
+			fprintf(stderr, "uscm-sim: %s: too long for a UNIX socket\n", sock);
+			return -1;
+		}
+	}
+	/* every user's programs reach the socket: the directory is 0755 (the
+	 * daemon decides the socket's own mode) */
+	if ((mkdir(nd, 0755) < 0 && errno != EEXIST) || chmod(nd, 0755) < 0) {
+		fprintf(stderr, "uscm-sim: mkdir %s: %s\n", nd, strerror(errno));
+		return -1;
+	}
+	unlink(sock); /* stale: no daemon of this node runs */
+	pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "uscm-sim: fork: %s\n", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDONLY);
+		int log = open(logp, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		sigset_t none;
+
+		setsid();
+		if (nul >= 0)
+			dup2(nul, 0);
+		if (log >= 0) {
+			dup2(log, 1);
+			dup2(log, 2);
+		}
+		close_range(3, ~0u, 0);
+		signal(SIGPIPE, SIG_DFL);
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGHUP, SIG_DFL);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		set_env(f->dir, f->st->nodes[n].name, NULL);
+		setenv("USCM_MODE", "inproc", 1);
+		if (verbose)
+			execl(bin, bin, "--socket", sock, "-v", (char *)NULL);
+		else
+			execl(bin, bin, "--socket", sock, (char *)NULL);
+		fprintf(stderr, "uscm-sim: exec %s: %s\n", bin, strerror(errno));
+		_exit(127);
+	}
+	simf_lock(f);
+	f->st->uscmd_pid[n] = pid;
+	simf_unlock(f);
+	return pid;
+}
+
+/* Waits (10 s at most) until the uscmds of nodes[0..count) accept a
+ * connection on their sockets. 0, or -1 after printing why and the log of
+ * the first that failed. */
+static int uscmd_wait_ready(struct simf *f, const int *nodes, const pid_t *pids, int count)
+{
+	uint64_t deadline = now_ms() + 10000;
+	int ready[SIMF_MAX_NODES] = { 0 }, left = count;
+
+	while (left) {
+		for (int k = 0; k < count; k++) {
+			char sock[PATH_MAX], logp[PATH_MAX];
+			int st, exited = 0;
+			pid_t r;
+
+			if (ready[k])
+				continue;
+			simf_uscmd_path(f, nodes[k], "uscmd.sock", sock, sizeof(sock));
+			if (sock_accepts(sock)) {
+				ready[k] = 1;
+				left--;
+				continue;
+			}
+			r = waitpid(pids[k], &st, WNOHANG);
+			if (r == pids[k] || (r < 0 && !pid_alive(pids[k]))) {
+				exited = 1;
+				if (r == pids[k] && WIFEXITED(st))
+					fprintf(stderr, "uscm-sim: %s's uscmd (pid %d) exited with status %d\n",
+						f->st->nodes[nodes[k]].name, (int)pids[k], WEXITSTATUS(st));
+				else if (r == pids[k] && WIFSIGNALED(st))
+					fprintf(stderr, "uscm-sim: %s's uscmd (pid %d) was killed by signal %d\n",
+						f->st->nodes[nodes[k]].name, (int)pids[k], WTERMSIG(st));
+				else
+					fprintf(stderr, "uscm-sim: %s's uscmd (pid %d) exited\n",
+						f->st->nodes[nodes[k]].name, (int)pids[k]);
+			} else if (now_ms() > deadline) {
+				fprintf(stderr, "uscm-sim: %s's uscmd (pid %d) did not accept a connection on %s within 10 s\n",
+					f->st->nodes[nodes[k]].name, (int)pids[k], sock);
+				exited = 1;
+			}
+			if (exited) {
+				simf_uscmd_path(f, nodes[k], "uscmd.log", logp, sizeof(logp));
+				fprintf(stderr, "uscm-sim: the end of %s:\n", logp);
+				print_tail(logp, "uscmd.log", 20);
+				return -1;
+			}
+		}
+		if (left)
+			sleep_ms(10);
+	}
+	return 0;
+}
+
+/* SIGKILLs uscmds this process started (its children: their pids cannot
+ * have been reused, even before they exec'd) and forgets them. */
+static void kill_children(struct simf *f, const int *nodes, const pid_t *pids, int count)
+{
+	for (int k = 0; k < count; k++) {
+		kill(pids[k], SIGKILL);
+		waitpid(pids[k], NULL, 0);
+	}
+	simf_lock(f);
+	for (int k = 0; k < count; k++)
+		if (f->st->uscmd_pid[nodes[k]] == pids[k])
+			f->st->uscmd_pid[nodes[k]] = 0;
+	simf_unlock(f);
+}
+
+/* Starts the uscmd of every node of a fabric whose SM is up. 0 (also when
+ * the binary is not built: one line says so), or -1 with every uscmd it
+ * started stopped again. */
+static int uscmd_start_all(struct simf *f, int verbose)
+{
+	char bin[PATH_MAX + 16];
+	int nodes[SIMF_MAX_NODES], count = 0;
+	pid_t pids[SIMF_MAX_NODES];
+
+	if (uscmd_bin(bin, sizeof(bin)) < 0) {
+		fprintf(stderr, "uscm-sim: %s is not built: starting without the host service (uscmd)\n", bin);
+		return 0;
+	}
+	for (unsigned n = 1; n <= f->st->nnodes && n < SIMF_MAX_NODES; n++) {
+		pid_t pid = spawn_uscmd(f, (int)n, bin, verbose);
+
+		if (pid < 0) {
+			kill_children(f, nodes, pids, count);
+			return -1;
+		}
+		nodes[count] = (int)n;
+		pids[count++] = pid;
+	}
+	if (uscmd_wait_ready(f, nodes, pids, count) < 0) {
+		kill_children(f, nodes, pids, count);
+		return -1;
+	}
 	return 0;
 }
 
@@ -509,6 +792,8 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 	if (f) {
 		int running = fabric_running(f);
 
+		if (!running)
+			simf_uscmd_stop(f, -1, SIGTERM, 2000); /* what a dead SM left */
 		simf_detach(f);
 		if (running) {
 			fprintf(stderr, "uscm-sim: a fabric is already running in %s (uscm-sim stop --dir %s)\n",
@@ -524,6 +809,18 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 	if (!realpath(dir, absdir)) {
 		fprintf(stderr, "uscm-sim: %s: %s\n", dir, strerror(errno));
 		return 1;
+	}
+	/* Programs of every user attach to the fabric (verbs are open to all on
+	 * a real host): the directory gets r-x for group and others (a mkdtemp
+	 * directory is 0700); the state file is 0666 (simf_create). */
+	{
+		struct stat sb;
+
+		if (stat(absdir, &sb) < 0 || ((sb.st_mode & 0755) != 0755 &&
+					      chmod(absdir, (sb.st_mode & 07777) | 0755) < 0)) {
+			fprintf(stderr, "uscm-sim: chmod %s: %s\n", absdir, strerror(errno));
+			return 1;
+		}
 	}
 	(void)abslen;
 	pcap[0] = 0;
@@ -553,6 +850,10 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 	}
 	if (nrules > 0)
 		simf_fault_set(f, rules, nrules);
+	f->st->umad_access = o->umad_access;
+	if (o->umad_access == SIMF_UMAD_ROOT && geteuid() != 0)
+		fprintf(stderr, "uscm-sim: note: only root may open umad ports on this fabric (--umad-access root) "
+				"and you are not root\n");
 	sm = spawn_sm(absdir, claim, o->verbose);
 	close(claim);
 	if (sm < 0) {
@@ -581,6 +882,15 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 			return 1;
 		}
 		sleep_ms(5);
+	}
+	/* the host service of every node, once the ports are up */
+	if (!o->no_uscmd && uscmd_start_all(f, o->verbose) < 0) {
+		fprintf(stderr, "uscm-sim: the host service did not start (--no-uscmd starts without it)\n");
+		kill(sm, SIGKILL);
+		waitpid(sm, NULL, 0);
+		simf_detach(f);
+		remove_state(absdir);
+		return 1;
 	}
 	simf_detach(f);
 	if (!quiet) {
@@ -664,6 +974,23 @@ static int cmd_status(const struct opts *o)
 		}
 	if (!nf)
 		printf("faults: none\n");
+	printf("umad ports: %s\n", st->umad_access == SIMF_UMAD_ALL ? "open to every user (--umad-access all)"
+								     : "root only (--umad-access root)");
+	printf("host service (uscmd):\n");
+	for (unsigned i = 1; i <= st->nnodes && i < SIMF_MAX_NODES; i++) {
+		char sock[PATH_MAX];
+		pid_t pid = simf_uscmd_pid(f, (int)i);
+		int have = simf_uscmd_path(f, (int)i, "uscmd.sock", sock, sizeof(sock)) == 0 && is_socket(sock);
+
+		if (pid)
+			printf("  %-7s pid %-7d running      socket %s%s\n", st->nodes[i].name, (int)pid, sock,
+			       have ? "" : " (missing)");
+		else if (st->uscmd_pid[i])
+			printf("  %-7s pid %-7d not running  socket %s\n", st->nodes[i].name, st->uscmd_pid[i],
+			       have ? sock : "-");
+		else
+			printf("  %-7s -           not running  socket %s\n", st->nodes[i].name, have ? sock : "-");
+	}
 	for (int g = 0; g < SIMF_MAX_MCG; g++) {
 		const struct simf_mcg *m = &st->mcgs[g];
 		char mg[INET6_ADDRSTRLEN];
@@ -843,15 +1170,100 @@ static int cmd_env(const struct opts *o)
 	lib_path(lp, sizeof(lp));
 	printf("export USCM_SIM_DIR=%s\n", f->dir);
 	printf("export LD_LIBRARY_PATH=%s\n", lp);
-	if (o->node)
+	if (o->node) {
+		char sock[PATH_MAX];
+		int n = simf_node_by_name(f, o->node);
+
 		printf("export USCM_SIM_NODE=%s\n", o->node);
+		node_socket(f, n, sock, sizeof(sock));
+		if (sock[0] && !o->no_uscmd)
+			printf("export USCM_SOCKET=%s\n", sock);
+		else
+			printf("unset USCM_SOCKET\n");
+	}
 	simf_detach(f);
 	return 0;
 }
 
+/* uscm-sim uscmd NODE start|stop|restart|kill */
+static int cmd_uscmd(const struct opts *o, int argc, char **argv, int i)
+{
+	char dir[PATH_MAX], bin[PATH_MAX + 16], sock[PATH_MAX];
+	const char *act;
+	struct simf *f;
+	int n, rc = 0;
+
+	if (argc - i != 2)
+		usage();
+	act = argv[i + 1];
+	if (strcmp(act, "start") && strcmp(act, "stop") && strcmp(act, "restart") && strcmp(act, "kill"))
+		usage();
+	/* the daemon's socket path (and its command line) carry the resolved
+	 * directory, whatever --dir spelling we were given */
+	if (!realpath(fabric_dir(o), dir))
+		snprintf(dir, sizeof(dir), "%s", fabric_dir(o));
+	f = attach_quiet(dir);
+	if (!f) {
+		fprintf(stderr, "uscm-sim: no fabric in %s: %s\n", dir, strerror(errno));
+		return 1;
+	}
+	n = node_arg(f, argv[i]);
+	if (n == 0)
+		fprintf(stderr, "uscm-sim: the SM (node 0) has no uscmd\n");
+	if (n <= 0) {
+		simf_detach(f);
+		return 1;
+	}
+	simf_uscmd_path(f, n, "uscmd.sock", sock, sizeof(sock));
+	if (strcmp(act, "kill") == 0) {
+		pid_t pid = simf_uscmd_pid(f, n);
+
+		if (pid) {
+			simf_uscmd_stop(f, n, SIGKILL, 0);
+			printf("killed %d (%s's uscmd)\n", (int)pid, f->st->nodes[n].name);
+		} else {
+			printf("%s's uscmd is not running\n", f->st->nodes[n].name);
+		}
+	}
+	if (strcmp(act, "stop") == 0 || strcmp(act, "restart") == 0) {
+		pid_t pid = simf_uscmd_pid(f, n);
+
+		if (pid) {
+			simf_uscmd_stop(f, n, SIGTERM, 2000);
+			printf("stopped %d (%s's uscmd)\n", (int)pid, f->st->nodes[n].name);
+		} else if (strcmp(act, "stop") == 0) {
+			printf("%s's uscmd is not running\n", f->st->nodes[n].name);
+		}
+		unlink(sock); /* a daemon that had to be SIGKILLed left it */
+	}
+	if (strcmp(act, "start") == 0 || strcmp(act, "restart") == 0) {
+		pid_t pid = simf_uscmd_pid(f, n);
+
+		if (pid) {
+			fprintf(stderr, "uscm-sim: %s's uscmd is already running (pid %d)\n",
+				f->st->nodes[n].name, (int)pid);
+			rc = 1;
+		} else if (uscmd_bin(bin, sizeof(bin)) < 0) {
+			fprintf(stderr, "uscm-sim: %s is not built\n", bin);
+			rc = 1;
+		} else if ((pid = spawn_uscmd(f, n, bin, o->verbose)) < 0) {
+			rc = 1;
+		} else if (uscmd_wait_ready(f, &n, &pid, 1) < 0) {
+			kill_children(f, &n, &pid, 1);
+			rc = 1;
+		} else {
+			printf("%s's uscmd: pid %d, socket %s\n", f->st->nodes[n].name, (int)pid, sock);
+		}
+	}
+	simf_detach(f);
+	return rc;
+}
+
 /* ---- run ----------------------------------------------------------------- */
 
-static void set_env(const char *dir, const char *node)
+/* The environment of a node program. sock: the node's uscmd socket for
+ * USCM_SOCKET ("": the node has none, unset it; NULL: leave it alone). */
+static void set_env(const char *dir, const char *node, const char *sock)
 {
 	char lp[2 * PATH_MAX + 8];
 	const char *old = getenv("LD_LIBRARY_PATH");
@@ -866,6 +1278,10 @@ static void set_env(const char *dir, const char *node)
 	setenv("USCM_SIM_DIR", dir, 1);
 	if (node)
 		setenv("USCM_SIM_NODE", node, 1);
+	if (sock && *sock)
+		setenv("USCM_SOCKET", sock, 1);
+	else if (sock)
+		unsetenv("USCM_SOCKET");
 }
 
 static volatile sig_atomic_t g_child;
@@ -878,7 +1294,7 @@ static void forward_signal(int sig)
 
 static int cmd_run(const struct opts *o, int argc, char **argv, int i)
 {
-	char absdir[PATH_MAX];
+	char absdir[PATH_MAX], run_sock[PATH_MAX] = "";
 	struct simf *f;
 	int status, rc;
 	pid_t pid;
@@ -889,12 +1305,16 @@ static int cmd_run(const struct opts *o, int argc, char **argv, int i)
 	f = attach_quiet(fabric_dir(o));
 	if (f && fabric_running(f) && !o->start_opts) {
 		/* a fabric is up: run the program on it */
+		char sock[PATH_MAX] = "";
+
 		if (o->node && simf_node_by_name(f, o->node) < 0) {
 			fprintf(stderr, "uscm-sim: no node '%s'\n", o->node);
 			simf_detach(f);
 			return 2;
 		}
-		set_env(f->dir, o->node);
+		if (o->node && !o->no_uscmd)
+			node_socket(f, simf_node_by_name(f, o->node), sock, sizeof(sock));
+		set_env(f->dir, o->node, o->node || o->no_uscmd ? sock : NULL);
 		simf_detach(f);
 		execvp(argv[i], argv + i);
 		fprintf(stderr, "uscm-sim: %s: %s\n", argv[i], strerror(errno));
@@ -915,6 +1335,8 @@ static int cmd_run(const struct opts *o, int argc, char **argv, int i)
 			cmd_stop(&so);
 			return 2;
 		}
+		if (f && !o->no_uscmd)
+			node_socket(f, simf_node_by_name(f, o->node), run_sock, sizeof(run_sock));
 		if (f)
 			simf_detach(f);
 	}
@@ -926,7 +1348,7 @@ static int cmd_run(const struct opts *o, int argc, char **argv, int i)
 		signal(SIGINT, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGHUP, SIG_DFL);
-		set_env(absdir, o->node);
+		set_env(absdir, o->node, o->node || o->no_uscmd ? run_sock : NULL);
 		execvp(argv[i], argv + i);
 		fprintf(stderr, "uscm-sim: %s: %s\n", argv[i], strerror(errno));
 		_exit(127);
@@ -980,6 +1402,8 @@ int main(int argc, char **argv)
 		return cmd_kill(&o, argc, argv, i);
 	if (strcmp(cmd, "run") == 0)
 		return cmd_run(&o, argc, argv, i);
+	if (strcmp(cmd, "uscmd") == 0)
+		return cmd_uscmd(&o, argc, argv, i);
 	if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0)
 		usage_to(stdout, 0);
 	fprintf(stderr, "uscm-sim: unknown command '%s'\n", cmd);

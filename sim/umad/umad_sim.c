@@ -1586,7 +1586,7 @@ int umad_open_port(const char *ca_name, int portnum)
 {
 	struct uport *up;
 	struct epoll_event ev;
-	int sp[2], r, sz = 1 << 20;
+	int sp[2], r, sz = 1 << 20, err = 0;
 
 	pthread_once(&once, init_once);
 	pthread_mutex_lock(&G.lk);
@@ -1595,6 +1595,15 @@ int umad_open_port(const char *ca_name, int portnum)
 		goto out;
 	if (portnum != 0 && portnum != 1) {
 		r = -EINVAL;
+		goto out;
+	}
+	/* /dev/infiniband/umad0 is 0600 root (rdma-core's udev rules) unless
+	 * the fabric opens it to all: libibumad's open() fails with EACCES and
+	 * umad_open_port returns -EIO, errno still EACCES. */
+	if (G.f->st->umad_access != SIMF_UMAD_ALL && geteuid() != 0) {
+		DBG(1, "open /dev/infiniband/umad0 failed: %s", strerror(EACCES));
+		err = EACCES;
+		r = -EIO;
 		goto out;
 	}
 	r = start_thread();
@@ -1650,6 +1659,8 @@ int umad_open_port(const char *ca_name, int portnum)
 	DBG(1, "opened %s port 1: fd %d, udp port %u", node(G.self)->name, up->ufd, up->port);
 out:
 	pthread_mutex_unlock(&G.lk);
+	if (err)
+		errno = err;
 	return r;
 }
 

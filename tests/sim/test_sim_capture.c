@@ -40,7 +40,7 @@ static void need(const char *tool)
 static void start(const char *link, const char *pcap)
 {
 	char *out = NULL;
-	int rc = st_sh(&out, "'%s/uscm-sim' start --dir '%s' --nodes 2 --link %s --pcap '%s' 2>&1", st_bin(),
+	int rc = st_sh(&out, "'%s/uscm-sim' start --dir '%s' --nodes 2 --link %s --no-uscmd --pcap '%s' 2>&1", st_bin(),
 		       g_dir, link, pcap);
 
 	cr_assert_eq(rc, 0, "uscm-sim start: %s", out);

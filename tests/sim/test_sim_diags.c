@@ -41,7 +41,7 @@ static void start(const char *args)
 	g_smpquery = st_tool("smpquery");
 	if (!g_smpquery)
 		cr_skip_test("smpquery not installed (Debian package infiniband-diags)");
-	rc = st_sh(&out, "'%s/uscm-sim' start --dir '%s' %s 2>&1", st_bin(), g_dir, args);
+	rc = st_sh(&out, "'%s/uscm-sim' start --dir '%s' --no-uscmd %s 2>&1", st_bin(), g_dir, args);
 	cr_assert_eq(rc, 0, "uscm-sim start: %s", out);
 	free(out);
 }

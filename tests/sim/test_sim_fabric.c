@@ -49,7 +49,7 @@ static void start(const char *args)
 {
 	char *out = NULL;
 	char want[600];
-	int rc = st_sh(&out, "'%s/uscm-sim' start --dir '%s' %s 2>&1", st_bin(), g_dir, args);
+	int rc = st_sh(&out, "'%s/uscm-sim' start --dir '%s' --no-uscmd %s 2>&1", st_bin(), g_dir, args);
 
 	cr_assert_eq(rc, 0, "uscm-sim start: %s", out);
 	snprintf(want, sizeof(want), "export USCM_SIM_DIR=%s\n", g_dir);
@@ -550,7 +550,7 @@ Test(fabric, run_starts_runs_stops)
 	struct stat sb;
 	int rc;
 
-	rc = st_sh(&out, "'%s/uscm-sim' run --dir '%s' --nodes 1 --node node1 -- sh -c "
+	rc = st_sh(&out, "'%s/uscm-sim' run --dir '%s' --nodes 1 --no-uscmd --node node1 -- sh -c "
 			 "'echo $USCM_SIM_DIR $USCM_SIM_NODE; cat $USCM_SIM_DIR/hosts; exit 7'",
 		   st_bin(), g_dir);
 	cr_assert_eq(rc, 7, "the command's status: %d %s", rc, out);
@@ -684,7 +684,7 @@ Test(fabric, sm_follows_the_watched_process)
 
 		snprintf(pid, sizeof(pid), "%d", (int)getpid());
 		setenv("USCM_SIM_WATCH_PID", pid, 1);
-		snprintf(cmd, sizeof(cmd), "'%s/uscm-sim' start --dir '%s' >/dev/null", st_bin(), g_dir);
+		snprintf(cmd, sizeof(cmd), "'%s/uscm-sim' start --dir '%s' --no-uscmd >/dev/null", st_bin(), g_dir);
 		_exit(system(cmd) == 0 ? 0 : 1);
 	}
 	cr_assert_eq(waitpid(child, &status, 0), child);

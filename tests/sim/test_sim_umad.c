@@ -128,7 +128,9 @@ static void fabric_up_link(const char *link, const char *nodes)
 {
 	char out[4096], dir[sizeof(g_dir)] = "/tmp/uscm-umad-test.XXXXXX", watch[64];
 	char *env[] = { watch, NULL };
-	char *argv[] = { g_sim, "start", "--dir", g_dir, "--nodes", (char *)nodes, "--link", (char *)link, NULL };
+	/* no uscmd: the tests' own processes are the nodes' MAD programs */
+	char *argv[] = { g_sim, "start", "--dir", g_dir, "--nodes", (char *)nodes, "--link", (char *)link,
+			 "--no-uscmd", NULL };
 
 	sim_path();
 	if (access(g_sim, X_OK) != 0 || !mkdtemp(dir))

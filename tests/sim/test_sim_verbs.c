@@ -63,7 +63,7 @@ static void fabric_start_opts(const char *link, unsigned seed, const char *fault
 	const char *bin = getenv("USCM_BIN_DIR");
 	const char *lib = getenv("USCM_SIM_LIBDIR");
 	char watch[32], seedbuf[32];
-	int ai = 8;
+	int ai = 9;
 
 	snprintf(g_sim, sizeof(g_sim), "%s/uscm-sim", bin ? bin : "build/bin");
 	if (access(g_sim, X_OK))
@@ -74,7 +74,7 @@ static void fabric_start_opts(const char *link, unsigned seed, const char *fault
 		snprintf(g_libdir, sizeof(g_libdir), "%s/../sim/lib", bin ? bin : "build/bin");
 	snprintf(g_dir, sizeof(g_dir), "/tmp/uscm-svt.XXXXXX");
 	cr_assert_not_null(mkdtemp(g_dir));
-	char *argv[16] = {g_sim, "start", "--dir", g_dir, "--nodes", "2", "--link", (char *)link};
+	char *argv[16] = {g_sim, "start", "--dir", g_dir, "--nodes", "2", "--link", (char *)link, "--no-uscmd"};
 	char pcap[512];
 
 	/* USCM_SVT_PCAP=DIR keeps a capture of every fabric (for tshark) */
