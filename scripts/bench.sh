@@ -51,7 +51,7 @@ cleanup() {
 	rm -rf "$dir"
 }
 trap cleanup EXIT
-"$B/bin/uscm-sim" start --dir "$dir" --nodes 2 --link ib >/dev/null
+"$B/bin/uscm-sim" start --dir "$dir" --nodes 2 --link ib --no-uscmd >/dev/null
 USCM_MAX_BACKLOG=1048576 USCM_MAX_PENDING=1048576 "$B/bin/uscm-sim" run --dir "$dir" --node node2 -- cmtime -c 1000 >/dev/null 2>&1 &
 srv=$!
 sleep 0.5

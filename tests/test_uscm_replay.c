@@ -79,7 +79,7 @@ static int capture_env(const char *name, const char *link, const char *start, co
 	path("x");
 	st = sh(&out,
 		RPING_ENV
-		"D='%s/%s'; %s/uscm-sim start --dir $D --nodes 2 --link %s --pcap $D.pcap %s "
+		"D='%s/%s'; %s/uscm-sim start --dir $D --nodes 2 --link %s --pcap $D.pcap --no-uscmd %s "
 		">/dev/null 2>&1 || exit 100; export USCM_SIM_DIR=$D; "
 		"(eval USCM_SIM_NODE=node2 $R %s timeout 60 rping -s -C 1 >$D.server 2>&1 &); "
 		/* the server has attached to node2, then a little time to listen */
@@ -395,7 +395,7 @@ Test(replay, live_client_against_rping_server)
 	free(out);
 	int st = sh(&out,
 		    RPING_ENV
-		    "D='%s/simlive'; %s/uscm-sim start --dir $D --nodes 2 --link ib >/dev/null 2>&1 "
+		    "D='%s/simlive'; %s/uscm-sim start --dir $D --nodes 2 --link ib --no-uscmd >/dev/null 2>&1 "
 		    "|| exit 100; export USCM_SIM_DIR=$D; "
 		    "(eval USCM_SIM_NODE=node2 $R timeout 60 rping -s -C 1 >$D.server 2>&1 &); "
 		    "for i in $(seq 100); do %s/uscm-sim status --dir $D | grep -q ' node2 .*[0-9]$' "
@@ -482,7 +482,7 @@ Test(replay, mutate_live_against_a_persistent_rping_server)
 	 * runs end in complete connections (no REP left to time out). */
 	int st = sh(&out,
 		    RPING_ENV
-		    "D='%s/simmut'; %s/uscm-sim start --dir $D --nodes 2 --link ib >/dev/null 2>&1 "
+		    "D='%s/simmut'; %s/uscm-sim start --dir $D --nodes 2 --link ib --no-uscmd >/dev/null 2>&1 "
 		    "|| exit 100; export USCM_SIM_DIR=$D; "
 		    "eval USCM_SIM_NODE=node2 $R timeout 60 rping -s -P >$D.server 2>&1 & pid=$!; "
 		    "for i in $(seq 100); do %s/uscm-sim status --dir $D | grep -q ' node2 .*[0-9]$' "

@@ -139,7 +139,7 @@ static int sim_start(void)
 		return -1;
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
 	setenv("USCM_SIM_WATCH_PID", pid, 1);
-	snprintf(cmd, sizeof(cmd), "'%s/uscm-sim' start --dir '%s/f' --nodes %d --link %s 2>&1", bindir,
+	snprintf(cmd, sizeof(cmd), "'%s/uscm-sim' start --dir '%s/f' --nodes %d --link %s --no-uscmd 2>&1", bindir,
 		 simdir, 1 + nclients, link_kind);
 	if (sh(out, sizeof(out), cmd)) {
 		fprintf(stderr, "uscm-bench: uscm-sim start failed:\n%s", out);

@@ -64,13 +64,14 @@ static inline void lt_fabric_start_opts(const char *link, int nodes, const char 
  * points USCM_SIM_DIR at it; skips the test when uscm-sim is not built. */
 static inline void lt_fabric_start(const char *link, int nodes)
 {
-	lt_fabric_start_opts(link, nodes, "");
+	lt_fabric_start_opts(link, nodes, "--no-uscmd");
 }
 
-/* The same with a uscmd on every node: programs use daemon mode. */
+/* The same with a uscmd on every node (uscm-sim's default): programs use
+ * daemon mode. */
 static inline void lt_fabric_start_daemon(const char *link, int nodes)
 {
-	lt_fabric_start_opts(link, nodes, "--uscmd");
+	lt_fabric_start_opts(link, nodes, "");
 }
 
 static inline void lt_fabric_start_opts(const char *link, int nodes, const char *opts)
@@ -85,7 +86,7 @@ static inline void lt_fabric_start_opts(const char *link, int nodes, const char 
 	char pid[32];
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
 	setenv("USCM_SIM_WATCH_PID", pid, 1);
-	lt_daemon = strstr(opts, "--uscmd") != NULL;
+	lt_daemon = strstr(opts, "--no-uscmd") == NULL;
 	rc = lt_sh(&out, "%s/uscm-sim start --dir %s/f --nodes %d --link %s %s 2>&1", lt_bin(),
 		   lt_dir, nodes, link, opts);
 	cr_assert_eq(rc, 0, "uscm-sim start failed:\n%s", out);
