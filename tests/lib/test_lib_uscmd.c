@@ -348,6 +348,10 @@ static void step_child(int at, struct lt_pipes *p)
 	struct ibv_qp_init_attr qa;
 	char c = 1;
 
+	/* forked before the parent touched a device (it is node 2): say
+	 * hello, wait until the parent listens */
+	LT_CK(write(p->ready[1], &c, 1) == 1);
+	LT_CK(read(p->go[0], &c, 1) == 1);
 	lt_node(1);
 	ch = rdma_create_event_channel();
 	LT_CK(ch);
@@ -429,11 +433,16 @@ static void kill_client_at(enum kill_at at)
 	pid_t pid;
 
 	dstart("ib", 2);
+	pid = lt_spawn(step_child, at, &p);
 	lt_node(2);
 	ch = rdma_create_event_channel();
 	cr_assert(ch);
 	l = listen_on(ch, "127.10.0.2", 7500);
-	pid = lt_spawn(step_child, at, &p);
+	{
+		char go = 1;
+
+		cr_assert_eq(write(p.go[1], &go, 1), 1);
+	}
 	/* wait until the child is at its step */
 	if (at != AT_LISTEN) {
 		ev = lt_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 5000);
