@@ -6,7 +6,7 @@
  * like /dev/infiniband/rdma_cm: isolation is the daemon's — a client acts
  * only on its own ids). Clients are uscm's librdmacm in daemon mode.
  *
- *   uscmd [--socket PATH] [--pcap FILE] [--max-ids N] [--max-queued N] [-v]
+ *   uscmd [--socket PATH] [--pcap FILE] [--max-ids N] [--max-chans N] [--max-queued N] [-v]
  *   uscmd --status [--socket PATH]
  *
  * systemd socket activation (uscmd.socket) is used when LISTEN_FDS says so.
@@ -62,6 +62,19 @@ static const char *socket_path(const char *opt)
 	if (opt)
 		return opt;
 	return e && *e ? e : USP_DEFAULT_SOCKET;
+}
+
+static unsigned parse_limit(const char *name, const char *v)
+{
+	unsigned long n;
+	char *end;
+
+	n = strtoul(v, &end, 0);
+	if (!*v || *end || n == 0 || n > 1u << 20) {
+		fprintf(stderr, "uscmd: %s %s: expected 1..%u\n", name, v, 1u << 20);
+		exit(2);
+	}
+	return (unsigned)n;
 }
 
 static unsigned env_limit(const char *name, unsigned dflt)
@@ -279,9 +292,9 @@ int main(int argc, char **argv)
 		switch (o) {
 		case 's': sock = optarg; break;
 		case 'p': setenv("USCM_PCAP", optarg, 1); break;
-		case 'i': usd.lim.max_ids = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 'c': usd.lim.max_chans = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 'q': usd.lim.max_queued = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 'i': usd.lim.max_ids = parse_limit("--max-ids", optarg); break;
+		case 'c': usd.lim.max_chans = parse_limit("--max-chans", optarg); break;
+		case 'q': usd.lim.max_queued = parse_limit("--max-queued", optarg); break;
 		case 'S': want_status = 1; break;
 		case 'v': usd.verbose = 1; break;
 		case 'h': usage(stdout, 0); break;
@@ -315,6 +328,26 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	/* own the CM (and SA client) agent of every port now: this is the
+	 * host's CM, and a daemon that cannot open umad (not root, or the
+	 * kernel's ib_cm owns the class) should say so at once */
+	{
+		int opened = 0, ports = 0;
+
+		pthread_mutex_lock(&g.lock);
+		if (cma_init_locked() == 0)
+			for (int d = 0; d < g.ndevs; d++)
+				for (int i = 0; i < g.devs[d].nports; i++, ports++)
+					opened += cma_port_open(&g.devs[d].ports[i]) == 0;
+		pthread_mutex_unlock(&g.lock);
+		if (!opened) {
+			fprintf(stderr, "uscmd: no port's CM agent could be opened (%d ports; see above)\n",
+				ports);
+			return 1;
+		}
+		if (usd.verbose)
+			fprintf(stderr, "uscmd: CM agents open on %d of %d ports\n", opened, ports);
+	}
 	lfd = listen_socket(socket_path(sock));
 	if (lfd < 0)
 		return 1;
@@ -323,7 +356,8 @@ int main(int argc, char **argv)
 		return 1;
 	ep_add(lfd, TAG_LISTEN, NULL);
 	if (usd.verbose)
-		fprintf(stderr, "uscmd: serving %s\n", socket_path(sock));
+		fprintf(stderr, "uscmd: serving %s\n",
+			lfd == 3 && getenv("LISTEN_FDS") ? "the socket systemd passed" : socket_path(sock));
 	while (!stop) {
 		struct epoll_event evs[64];
 		int pending = 0, n;

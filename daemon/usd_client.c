@@ -255,14 +255,19 @@ void usd_client_events(struct usd_client *cl)
 			struct rdma_cm_id *nc = ev->id;
 
 			lid = ev->listen_id->context;
-			id = cl->nids < usd.lim.max_ids ? usd_id_new(cl, nc, lid->chan) : NULL;
+			id = cl->nids < usd.lim.max_ids && lid->pending < (unsigned)lid->backlog
+				? usd_id_new(cl, nc, lid->chan) : NULL;
 			if (!id) {
+				if (lid->pending >= (unsigned)lid->backlog)
+					cl->backlog_rejects++;
 				/* over its limit: refused as a full backlog would be */
 				rdma_ack_cm_event(ev);
 				rdma_reject(nc, NULL, 0);
 				rdma_destroy_id(nc);
 				continue;
 			}
+			id->listener = lid->handle;
+			lid->pending++;
 		} else {
 			id = ev->id->context;
 		}
@@ -313,6 +318,20 @@ void usd_client_events(struct usd_client *cl)
 }
 
 /* ---- requests ------------------------------------------------------------------------------- */
+
+/* The new id is answered (or gone): its listener's backlog has room again. */
+static void uncount(struct usd_client *cl, struct usd_id *id)
+{
+	struct usd_id *l;
+	int err;
+
+	if (!id->listener)
+		return;
+	l = usd_id_get(cl, id->listener, &err);
+	if (l && l->pending)
+		l->pending--;
+	id->listener = 0;
+}
 
 static int chan_ok(const struct usd_client *cl, uint32_t chan)
 {
@@ -497,6 +516,7 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		break;
 	}
 	case USP_DESTROY_ID:
+		uncount(cl, id);
 		rdma_destroy_id(id->cm);
 		usd_id_free(id);
 		break;
@@ -580,6 +600,8 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 			err = errno_of(rdma_connect(id->cm, &p));
 		} else {
 			err = errno_of(rdma_accept(id->cm, &p));
+			if (!err)
+				uncount(cl, id);
 		}
 		break;
 	}
@@ -588,6 +610,8 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 
 		memcpy(&x, b, sizeof(x));
 		err = errno_of(rdma_listen(id->cm, x.v));
+		if (!err)
+			id->backlog = x.v > 0 && x.v < g.max_backlog ? x.v : g.max_backlog;
 		snap_of(id->cm, &r.snap);
 		rlen = sizeof(r.snap);
 		break;
@@ -600,6 +624,8 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		rc = x.ece ? rdma_reject_ece(id->cm, x.pdata_len ? x.pdata : NULL, (uint8_t)x.pdata_len)
 			   : rdma_reject(id->cm, x.pdata_len ? x.pdata : NULL, (uint8_t)x.pdata_len);
 		err = errno_of(rc);
+		if (!err)
+			uncount(cl, id);
 		break;
 	}
 	case USP_ESTABLISH:
@@ -718,17 +744,31 @@ size_t usd_status(char *buf, size_t size)
 	    (unsigned long long)s.rx_mads, (unsigned long long)s.tx_mads,
 	    (unsigned long long)s.rx_malformed, (unsigned long long)s.rx_stray,
 	    (unsigned long long)s.retransmits, (unsigned long long)s.timeouts);
-	OUT("%-6s %-8s %-6s %-6s %-6s %-9s %-10s %-10s %-9s %-7s\n", "client", "pid", "uid", "ids",
-	    "chans", "requests", "errors", "events", "connects", "estab");
+	{
+		size_t conns = 0, timers = 0;
+
+		pthread_mutex_lock(&g.lock);
+		for (int d = 0; d < g.ndevs; d++)
+			for (int i = 0; i < g.devs[d].nports; i++)
+				if (g.devs[d].ports[i].eng) {
+					conns += cmp_engine_conn_count(g.devs[d].ports[i].eng);
+					timers += cmp_engine_timer_count(g.devs[d].ports[i].eng);
+				}
+		pthread_mutex_unlock(&g.lock);
+		OUT("engine: conns=%zu timers=%zu\n", conns, timers);
+	}
+	OUT("%-6s %-8s %-6s %-6s %-6s %-9s %-10s %-10s %-9s %-7s %s\n", "client", "pid", "uid", "ids",
+	    "chans", "requests", "errors", "events", "connects", "estab", "backlog_rej");
 	for (struct usd_client *cl = usd.clients; cl; cl = cl->next) {
 		unsigned nch = 0;
 
 		for (unsigned i = 0; i < cl->nchans; i++)
 			nch += cl->chans[i] >= 0;
-		OUT("%-6u %-8d %-6u %-6u %-6u %-9llu %-10llu %-10llu %-9llu %-7llu\n", cl->num,
+		OUT("%-6u %-8d %-6u %-6u %-6u %-9llu %-10llu %-10llu %-9llu %-7llu %llu\n", cl->num,
 		    (int)cl->pid, (unsigned)cl->uid, cl->nids, nch, (unsigned long long)cl->requests,
 		    (unsigned long long)cl->errors, (unsigned long long)cl->events,
-		    (unsigned long long)cl->connects, (unsigned long long)cl->established);
+		    (unsigned long long)cl->connects, (unsigned long long)cl->established,
+		    (unsigned long long)cl->backlog_rejects);
 	}
 #undef OUT
 	return o;

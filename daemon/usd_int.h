@@ -27,6 +27,13 @@ struct usd_id {
 	struct rdma_cm_id *cm;
 	struct usd_client *cl;
 	uint32_t chan;                  /* where its events go */
+	/* rdma_listen's backlog, kept here: the daemon takes every connection
+	 * request off the library's queue at once, so the library's own count
+	 * would never fill. A new id is counted against its listener from its
+	 * CONNECT_REQUEST until it is accepted, rejected or destroyed. */
+	int backlog;                    /* a listener's; 0 otherwise */
+	unsigned pending;               /* a listener's unanswered requests */
+	uint32_t listener;              /* a new id: whose backlog it counts in (0: none) */
 	struct usd_id *next, **pprev;   /* cl->ids */
 };
 
@@ -60,6 +67,7 @@ struct usd_client {
 	int dead;                       /* to be dropped at the end of the loop turn */
 	/* counters (uscmd --status) */
 	uint64_t requests, errors, events, connects, established, ids_total;
+	uint64_t backlog_rejects;       /* connection requests refused: backlog full */
 };
 
 struct usd_global {

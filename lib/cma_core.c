@@ -895,6 +895,13 @@ static void cma_exit_report(void)
 	size_t conns = 0, timers = 0;
 	unsigned ids = 0;
 
+	if (cma_remote_known()) {
+		/* this process holds ids only; connections and timers are
+		 * uscmd's (uscmd --status shows them) */
+		fprintf(stderr, "uscm: exit: ids=%u (daemon mode: conns and timers are uscmd's)\n",
+			cmc_live_ids());
+		return;
+	}
 	for (struct cma_id *id = g.ids; id; id = id->next)
 		ids++;
 	for (int d = 0; d < g.ndevs; d++)
@@ -930,6 +937,12 @@ __attribute__((destructor)) static void cma_fini(void)
 {
 	int report = getenv("USCM_EXIT_REPORT") != NULL;
 
+	if (cma_remote_known()) {
+		/* daemon mode: uscmd says goodbye for us when our socket closes */
+		if (report)
+			cma_exit_report();
+		return;
+	}
 	/* The report waits out a progress thread busy for a moment (200 ms at
 	 * most) rather than silently not being made. */
 	if (!g.inited || !cma_lock_at_exit(report ? 200 : 0))

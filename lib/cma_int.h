@@ -246,6 +246,8 @@ extern struct cma_global g;
  * when the CM runs in this process. Decided once, at the first call:
  * USCM_MODE=inproc|daemon, else daemon when uscmd's socket answers. */
 int cma_remote(void);
+/* 1 when the mode is decided and it is daemon mode (never probes). */
+int cma_remote_known(void);
 /* uscmd: this process IS the service, never a client of one. */
 void cma_force_inproc(void);
 /* May the caller bind a port below 1024 (root or CAP_NET_BIND_SERVICE)? */

@@ -20,11 +20,13 @@
 static pthread_once_t mode_once = PTHREAD_ONCE_INIT;
 static int mode_remote;
 static int mode_forced_inproc;
+static int mode_known;
 
 static void mode_decide(void)
 {
 	const char *m = getenv("USCM_MODE");
 
+	mode_known = 1;
 	if (mode_forced_inproc)
 		return;
 	if (m && strcmp(m, "inproc") == 0) {
@@ -40,6 +42,11 @@ static void mode_decide(void)
 			fprintf(stderr, "uscm: USCM_MODE=%s: expected inproc or daemon\n", m);
 		mode_remote = cmc_probe();
 	}
+}
+
+int cma_remote_known(void)
+{
+	return mode_known && mode_remote;
 }
 
 int cma_remote(void)

@@ -108,10 +108,18 @@ static void stats_at_exit(void)
 		return;
 	/* The progress thread may hold the lock at exit: wait a little, then
 	 * read without it (counters only, nothing is freed here). */
-	locked = cma_lock_at_exit(100);
-	sum_locked(&s);
-	if (locked)
-		pthread_mutex_unlock(&g.lock);
+	if (cma_remote()) {
+		/* daemon mode: the CM is uscmd's, and so are the counters */
+		if (uscm_get_stats(&s, sizeof(s)) < 0) {
+			fprintf(stderr, "uscm: USCM_STATS: no counters from uscmd: %s\n", strerror(errno));
+			return;
+		}
+	} else {
+		locked = cma_lock_at_exit(100);
+		sum_locked(&s);
+		if (locked)
+			pthread_mutex_unlock(&g.lock);
+	}
 	if (!strcmp(where, "stderr") || !strcmp(where, "1")) {
 		print_stats(stderr, &s);
 		return;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -48,6 +49,21 @@ static int sock_connect(void)
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
+	{
+		/* a daemon that stopped answering (stopped, wedged) must not hang
+		 * every rdma_cm call of the host: USCM_DAEMON_TIMEOUT_MS (30 s)
+		 * bounds the connect and each reply */
+		const char *v = getenv("USCM_DAEMON_TIMEOUT_MS");
+		long ms = v && *v ? strtol(v, NULL, 0) : 30000;
+		struct timeval tv;
+
+		if (ms <= 0)
+			ms = 30000;
+		tv.tv_sec = ms / 1000;
+		tv.tv_usec = (ms % 1000) * 1000;
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sun_family = AF_UNIX;
 	strcpy(sa.sun_path, path);
@@ -202,12 +218,18 @@ int cmc_call(uint16_t op, uint32_t id, const void *body, size_t blen, void *rep,
 		memcpy(req + sizeof(struct usp_hdr), body, blen);
 	n = xfer(fd, req, sizeof(struct usp_hdr) + blen, pass_fd, in, inmax < 256 ? 256 : inmax);
 	if (n < (int)sizeof(r)) {
-		/* the daemon is gone: this generation's ids and channels die */
+		/* the daemon is gone (or did not answer in time): this
+		 * generation's ids and channels die */
+		int timedout = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+
+		if (timedout)
+			fprintf(stderr, "uscm: uscmd (%s) did not answer: giving it up\n",
+				cmc_socket_path());
 		close(cmc.fd);
 		cmc.fd = -1;
 		pthread_mutex_unlock(&cmc.call_lock);
 		free(in);
-		return cma_fail(ENODEV);
+		return cma_fail(timedout ? ETIMEDOUT : ENODEV);
 	}
 	pthread_mutex_unlock(&cmc.call_lock);
 	memcpy(&r, in, sizeof(r));

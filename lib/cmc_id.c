@@ -84,6 +84,11 @@ static void tab_remove(struct cmc_id *id)
 		}
 }
 
+unsigned cmc_live_ids(void)
+{
+	return cmc.nids;
+}
+
 /* ---- devices and snapshots ---------------------------------------------------------- */
 
 struct ibv_context *cmc_verbs_of(const struct usp_snap *s)

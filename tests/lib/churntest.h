@@ -80,6 +80,13 @@ static inline void ct_spawn(struct ct_proc *p, const char *dir, const char *tag,
 		dup2(e, 2);
 		close(in[1]);
 		setenv("USCM_SIM_NODE", nd, 1);
+		if (lt_daemon) {
+			char sock[600];
+
+			snprintf(sock, sizeof(sock), "%s/%s/uscmd.sock", getenv("USCM_SIM_DIR"), nd);
+			setenv("USCM_SOCKET", sock, 1);
+			setenv("USCM_MODE", "daemon", 1);
+		}
 		execv(exe, argv);
 		_exit(127);
 	}
@@ -165,6 +172,29 @@ static inline long ct_result(const char *text, const char *key)
  * connection, no timer. */
 static inline int ct_quiescent(const char *err)
 {
+	if (lt_daemon) {
+		/* daemon mode: the process's exit report shows only its own ids;
+		 * connections and timers are the daemons'. Both must come back
+		 * to nothing (TimeWait and DREQ retries may take a moment). */
+		int ok = 0;
+
+		if (!strstr(err, "uscm: exit: ids=0"))
+			return 0;
+		for (int i = 0; i < 100 && !ok; i++) {
+			ok = 1;
+			for (int n = 1; n <= 2 && ok; n++) {
+				char *out = NULL;
+
+				lt_sh(&out, "%s/uscmd --status --socket %s/node%d/uscmd.sock 2>&1", lt_bin(),
+				      getenv("USCM_SIM_DIR"), n);
+				ok = out && strstr(out, ", 0 ids,") && strstr(out, "engine: conns=0 timers=0");
+				free(out);
+			}
+			if (!ok)
+				usleep(100 * 1000);
+		}
+		return ok;
+	}
 	return strstr(err, "uscm: exit: ids=0 conns=0 timers=0") != NULL;
 }
 

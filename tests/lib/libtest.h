@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,7 +65,11 @@ static inline void lt_fabric_start_opts(const char *link, int nodes, const char 
  * points USCM_SIM_DIR at it; skips the test when uscm-sim is not built. */
 static inline void lt_fabric_start(const char *link, int nodes)
 {
-	lt_fabric_start_opts(link, nodes, "--no-uscmd");
+	/* USCM_TEST_DAEMON=1: the same test in daemon mode (CTest runs the
+	 * fault matrix and the soak both ways) */
+	const char *d = getenv("USCM_TEST_DAEMON");
+
+	lt_fabric_start_opts(link, nodes, d && atoi(d) ? "" : "--no-uscmd");
 }
 
 /* The same with a uscmd on every node (uscm-sim's default): programs use
@@ -95,6 +100,20 @@ static inline void lt_fabric_start_opts(const char *link, int nodes, const char 
 	snprintf(d, sizeof(d), "%s/f", lt_dir);
 	setenv("USCM_SIM_DIR", d, 1);
 	unsetenv("USCM_HOSTS");
+	if (lt_daemon) {
+		/* shell commands name their node in USCM_SIM_NODE; this wrapper
+		 * points USCM_SOCKET at that node's daemon (lt_util_env) */
+		char w[600];
+		FILE *f;
+
+		snprintf(w, sizeof(w), "%s/nodeenv", lt_dir);
+		f = fopen(w, "w");
+		cr_assert(f);
+		fprintf(f, "#!/bin/sh\nexport USCM_SOCKET=\"$USCM_SIM_DIR/$USCM_SIM_NODE/uscmd.sock\"\n"
+			   "export USCM_MODE=daemon\nexec \"$@\"\n");
+		fclose(f);
+		chmod(w, 0755);
+	}
 }
 
 static inline void lt_fabric_stop(void)
@@ -197,6 +216,12 @@ static inline const char *lt_util_env(void)
 	snprintf(buf + n, sizeof(buf) - n, " LD_PRELOAD='%s %s' ASAN_OPTIONS=detect_leaks=0", asan,
 		 ubsan);
 #endif
+	if (lt_daemon) {
+		/* last: a command, not an assignment */
+		size_t n = strlen(buf);
+
+		snprintf(buf + n, sizeof(buf) - n, " %s/nodeenv", lt_dir);
+	}
 	free(asan);
 	free(ubsan);
 	return buf;

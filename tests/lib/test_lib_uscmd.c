@@ -14,7 +14,9 @@
  *    after a restart a new connection works;
  *  - fork: a child of a process that used the library connects.
  */
+#include <grp.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -46,8 +48,10 @@ static const char *denv(int n)
 	static int k;
 	char *b = buf[k++ & 1];
 
-	snprintf(b, sizeof(buf[0]), "%s USCM_SIM_NODE=node%d USCM_SOCKET='%s/node%d/uscmd.sock' USCM_MODE=daemon",
-		 lt_util_env(), n, getenv("USCM_SIM_DIR"), n);
+	/* the assignments first: lt_util_env may end with a command (its
+	 * node wrapper) */
+	snprintf(b, sizeof(buf[0]), "USCM_SIM_NODE=node%d USCM_SOCKET='%s/node%d/uscmd.sock' USCM_MODE=daemon %s",
+		 n, getenv("USCM_SIM_DIR"), n, lt_util_env());
 	return b;
 }
 
@@ -718,4 +722,172 @@ Test(hostwide, child_of_a_process_that_used_the_library_connects)
 	rdma_destroy_event_channel(ch);
 	lt_sh(NULL, "pkill -f 'rping -s -a 127.10.0.2' >/dev/null 2>&1; true");
 	free(out);
+}
+
+/* ---- unprivileged users ----------------------------------------------------------------- */
+
+TestSuite(unpriv, .fini = teardown, .timeout = 120);
+
+#define NOBODY "setpriv --reuid=65534 --regid=65534 --clear-groups"
+
+static void need_root(void)
+{
+	if (geteuid() != 0)
+		cr_skip_test("switching to user nobody needs root (CI runs as root)");
+	if (lt_sh(NULL, "command -v setpriv >/dev/null") != 0)
+		cr_skip_test("setpriv (util-linux) is not installed");
+}
+
+/* The fabric as a real host has it: umad root-only, verbs open to all
+ * (uscm-sim's default); the test's directory traversable by nobody. */
+static void unpriv_start(void)
+{
+	need_root();
+	dstart("ib", 2);
+	cr_assert_eq(chmod(lt_dir, 0755), 0);
+}
+
+Test(unpriv, rping_as_nobody_through_the_daemon)
+{
+	char server[256], client[256], *out;
+
+	if (lt_sh(NULL, "command -v rping >/dev/null") != 0)
+		cr_skip_test("rping (Debian rdmacm-utils) is not installed");
+	unpriv_start();
+	/* nobody can not open a umad device on this fabric ... */
+	cr_assert_neq(lt_sh(&out, "%s %s saquery PR 2>&1", denv(1), NOBODY), 0,
+		      "saquery as nobody worked: the fabric does not model umad permissions\n%s", out);
+	free(out);
+	/* ... but rdma_cm works through uscmd */
+	snprintf(server, sizeof(server), NOBODY " rping -s -a 127.10.0.1 -C 10 -V");
+	snprintf(client, sizeof(client), NOBODY " rping -c -a 127.10.0.1 -v -C 10 -V");
+	out = dpair("rping", 1, server, 1, client, 1, "nobody");
+	cr_expect_eq(count(out, "ping data: rdma-ping-"), 10, "%s", out);
+	free(out);
+}
+
+Test(unpriv, in_process_mode_as_nobody_fails_clearly)
+{
+	char *out = NULL;
+	int st;
+
+	if (lt_sh(NULL, "command -v rping >/dev/null") != 0)
+		cr_skip_test("rping (Debian rdmacm-utils) is not installed");
+	unpriv_start();
+	st = lt_sh(&out,
+		   "USCM_SIM_NODE=node1 USCM_MODE=inproc LD_LIBRARY_PATH='%s/lib:%s/sim/lib' USCM_SIM_DIR='%s'"
+		   " %s timeout 20 rping -c -a 127.10.0.2 -C 1 2>&1",
+		   lt_build(), lt_build(), getenv("USCM_SIM_DIR"), NOBODY);
+	cr_expect_neq(st, 0, "rping in-process as nobody exited 0:\n%s", out);
+	cr_expect(strstr(out, "umad") || strstr(out, "ermission"),
+		  "no word about umad access:\n%s", out);
+	free(out);
+}
+
+static void bind_low_child(int drop, struct lt_pipes *p)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	struct sockaddr_in a = lt_sin("127.10.0.1", 100);
+	unsigned char e = 0;
+
+	if (drop) {
+		LT_CK(setgroups(0, NULL) == 0);
+		LT_CK(setgid(65534) == 0);
+		LT_CK(setuid(65534) == 0);
+	}
+	lt_node(1);
+	ch = rdma_create_event_channel();
+	LT_CK(ch);
+	LT_CK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
+	if (rdma_bind_addr(id, (struct sockaddr *)&a) < 0)
+		e = (unsigned char)errno;
+	LT_CK(write(p->ready[1], &e, 1) == 1);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+}
+
+Test(unpriv, ports_below_1024_need_root)
+{
+	struct lt_pipes p;
+	pid_t pid;
+
+	unpriv_start();
+	for (int drop = 1; drop >= 0; drop--) {
+		unsigned char e = 0xFF;
+		int st = 0;
+
+		cr_assert_eq(pipe(p.ready), 0);
+		fflush(NULL);
+		pid = fork();
+		cr_assert_geq(pid, 0);
+		if (pid == 0) {
+			bind_low_child(drop, &p);
+			_exit(0);
+		}
+		cr_assert_eq(read(p.ready[0], &e, 1), 1);
+		waitpid(pid, &st, 0);
+		if (drop)
+			cr_expect_eq(e, EACCES, "nobody bound port 100: %s", strerror(e));
+		else
+			cr_expect_eq(e, 0, "root could not bind port 100: %s", strerror(e));
+		close(p.ready[0]);
+		close(p.ready[1]);
+	}
+}
+
+/* ---- many processes ----------------------------------------------------------------------- */
+
+static long field(const char *s, const char *key)
+{
+	const char *p = strstr(s, key);
+
+	return p ? strtol(p + strlen(key), NULL, 10) : -1;
+}
+
+/* 8 client processes on node 1, 250 connections each, to 4 server
+ * processes on node 2 (uscm-churn on four ports: one service each, two
+ * programs' worth of them): every connection established, echoed and
+ * closed; the clients' counts, the servers' and the daemons' agree. */
+Test(hostwide, eight_clients_by_250_to_four_servers)
+{
+	char *out = NULL, *st1 = NULL, *st2 = NULL;
+	long ok = 0, srv = 0;
+
+	dstart("ib", 2);
+	for (int s = 0; s < 4; s++)
+		cr_assert_eq(lt_sh(NULL, "(%s %s/uscm-churn server -p %d >%s/srv%d.out 2>&1 &"
+				      " echo $! >%s/srv%d.pid) >/dev/null 2>&1",
+				      denv(2), lt_bin(), 7300 + s, lt_dir, s, lt_dir, s),
+			     0);
+	usleep(300 * 1000);
+	cr_assert_eq(lt_sh(&out,
+			   "for i in 0 1 2 3 4 5 6 7; do (%s timeout 120 %s/uscm-churn client 127.10.0.2"
+			   " -p $((7300 + i %% 4)) -n 250 -c 16 >%s/cl$i.out 2>&1; echo $? >%s/cl$i.rc) & done;"
+			   " wait; cat %s/cl*.out",
+			   denv(1), lt_bin(), lt_dir, lt_dir, lt_dir),
+		     0);
+	for (const char *p = out; (p = strstr(p, "RESULT role=client")); p++) {
+		long n = field(p, " ok=");
+
+		cr_expect_eq(n, 250, "a client: %.*s", 200, p);
+		ok += n;
+	}
+	cr_expect_eq(ok, 2000, "clients' ok connections:\n%s", out);
+	free(out);
+	out = NULL;
+	lt_sh(NULL, "kill -TERM $(cat %s/srv*.pid) 2>/dev/null; sleep 0.5", lt_dir);
+	lt_sh(&out, "cat %s/srv*.out", lt_dir);
+	for (const char *p = out; (p = strstr(p, "RESULT role=server")); p++)
+		srv += field(p, " ok=");
+	cr_expect_eq(srv, 2000, "servers' ok connections:\n%s", out);
+	/* each daemon's CM made exactly one connection per connect */
+	lt_sh(&st1, "%s/uscmd --status --socket %s/node1/uscmd.sock", lt_bin(), getenv("USCM_SIM_DIR"));
+	lt_sh(&st2, "%s/uscmd --status --socket %s/node2/uscmd.sock", lt_bin(), getenv("USCM_SIM_DIR"));
+	cr_expect_eq(field(st1, "conns_total="), 2000, "node1:\n%s", st1);
+	cr_expect_eq(field(st2, "conns_total="), 2000, "node2:\n%s", st2);
+	cr_expect(strstr(st1, ", 0 ids,"), "node1 still holds ids:\n%s", st1);
+	free(out);
+	free(st1);
+	free(st2);
 }

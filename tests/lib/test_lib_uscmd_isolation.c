@@ -259,8 +259,8 @@ Test(isolation, requests_for_others_ids_and_malformed_frames_change_nothing)
 	if (lt_sh(NULL, "command -v rping >/dev/null") == 0) {
 		char env[6000];
 
-		snprintf(env, sizeof(env), "%s USCM_SIM_NODE=node1 USCM_SOCKET='%s/node1/uscmd.sock'",
-			 lt_util_env(), getenv("USCM_SIM_DIR"));
+		snprintf(env, sizeof(env), "USCM_SIM_NODE=node1 USCM_SOCKET='%s/node1/uscmd.sock' %s",
+			 getenv("USCM_SIM_DIR"), lt_util_env());
 		cr_assert_eq(lt_sh(NULL, "(%s timeout 30 rping -s -a 127.10.0.1 -p 7900 -C 2 >/dev/null 2>&1 &)",
 				   env),
 			     0);
