@@ -25,6 +25,9 @@
  *   wc_error      a work completion failed (peer gone), then disconnected
  *   data_timeout  no echo within the stage bound, then disconnected
  *   open          (server) still connected when told to stop
+ *   peer_closed   (client) the server's side disconnected (DREQ) before the echo:
+ *                 its process died and its CM closed for it (uscmd, as the
+ *                 kernel when the rdma_cm fd closes)
  *   bad_data      the echo differs from what was sent           (never correct)
  *   hang          an awaited event did not come within --stage-ms (never correct)
  *   other         an event that has no business there, or UNREACHABLE /
@@ -65,11 +68,12 @@
 
 enum outcome {
 	O_OK, O_DISC_TIMEOUT, O_UNREACHABLE, O_REJECTED, O_ROUTE_TIMEOUT, O_ROUTE_ERROR, O_ADDR_ERROR,
-	O_CONN_ERROR, O_WC_ERROR, O_DATA_TIMEOUT, O_OPEN, O_BAD_DATA, O_HANG, O_OTHER, O_N
+	O_CONN_ERROR, O_WC_ERROR, O_DATA_TIMEOUT, O_OPEN, O_PEER_CLOSED, O_BAD_DATA, O_HANG, O_OTHER,
+	O_N
 };
 static const char *const outcome_name[O_N] = {
 	"ok", "disc_timeout", "unreachable", "rejected", "route_timeout", "route_error", "addr_error",
-	"conn_error", "wc_error", "data_timeout", "open", "bad_data", "hang", "other",
+	"conn_error", "wc_error", "data_timeout", "open", "peer_closed", "bad_data", "hang", "other",
 };
 
 /* Connection stages: what it waits for. */
@@ -320,8 +324,9 @@ static void client_event(struct rdma_cm_event *ev)
 			return;
 		}
 		if (c->stage == S_DATA || c->stage == S_HOLD) {
-			/* The server never disconnects first: wrong. */
-			conn_end(c, O_OTHER);
+			/* The server never disconnects first by itself; a clean DREQ
+			 * comes from its CM when its process died (peer_closed). */
+			conn_end(c, status == 0 ? O_PEER_CLOSED : O_OTHER);
 			return;
 		}
 		break;

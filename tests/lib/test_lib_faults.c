@@ -56,6 +56,12 @@ struct cell {
 	int full;                 /* on demand only */
 	const char *expected;     /* the expectation in words (the doc's table) */
 	int roce;                 /* a RoCE fabric (no SA) instead of IB */
+	/* Daemon mode (USCM_TEST_DAEMON=1), where it differs: a killed
+	 * process's uscmd closes for it as the kernel does when the rdma_cm
+	 * fd closes (REJ for a half-open connection, DREQ for an established
+	 * one, DREP for a DREQ received), so the peer is told instead of
+	 * timing out. NULL: as in-process. */
+	const char *client_expect_d, *server_expect_d, *expected_d;
 };
 
 #define LOSSY_CLIENT "ok>=99% unreachable route_timeout disc_timeout"
@@ -63,74 +69,80 @@ struct cell {
 
 static const struct cell cells[] = {
 	{ "baseline", NULL, 0, "", "-n 100 -c 16", A_NONE, "ok=all", "ok=100", 10000, 0,
-	  "no fault: every connection establishes, echoes, disconnects", 0 },
+	  "no fault: every connection establishes, echoes, disconnects", 0, NULL, NULL, NULL },
 	{ "mad_loss_1pct", "drop=1%,qpt=mad", 0, "", "-n 200 -c 16", A_NONE, LOSSY_CLIENT,
 	  LOSSY_SERVER, 30000, 0,
-	  "establishes after retries (error events only if a retry budget ran out)", 0 },
+	  "establishes after retries (error events only if a retry budget ran out)", 0, NULL, NULL, NULL },
 	{ "mad_loss_5pct", "drop=5%,qpt=mad", 0, "", "-n 200 -c 16", A_NONE, LOSSY_CLIENT,
-	  LOSSY_SERVER, 30000, 0, "as 1%", 0 },
+	  LOSSY_SERVER, 30000, 0, "as 1%", 0, NULL, NULL, NULL },
 	{ "mad_loss_20pct", "drop=20%,qpt=mad", 0, "", "-n 200 -c 16", A_NONE, LOSSY_CLIENT,
-	  LOSSY_SERVER, 30000, 0, "as 1%", 0 },
+	  LOSSY_SERVER, 30000, 0, "as 1%", 0, NULL, NULL, NULL },
 	{ "mad_dup_20pct", "dup=20%,qpt=mad", 0, "", "-n 200 -c 16", A_NONE, "ok=all", "ok=200",
-	  30000, 0, "duplicates are absorbed: every connection establishes", 0 },
+	  30000, 0, "duplicates are absorbed: every connection establishes", 0, NULL, NULL, NULL },
 	{ "mad_reorder_20pct", "reorder=20%:20ms,qpt=mad", 0, "", "-n 200 -c 16", A_NONE, "ok=all",
-	  "ok=200", 30000, 0, "MADs held back 20 ms and overtaken: every connection establishes", 0 },
+	  "ok=200", 30000, 0, "MADs held back 20 ms and overtaken: every connection establishes", 0, NULL, NULL, NULL },
 	{ "cm_delay_beyond_timeout", "delay=250ms,class=0x07", 0, "", "-n 16 -c 4", A_NONE,
 	  "ok=all", "ok=16", 20000, 0,
-	  "every CM MAD 250 ms late, 2.5x the 100 ms timer: REQs retried, duplicates absorbed, establishes", 0 },
+	  "every CM MAD 250 ms late, 2.5x the 100 ms timer: REQs retried, duplicates absorbed, establishes", 0, NULL, NULL, NULL },
 	{ "cm_delay_beyond_budget", "delay=1500ms,class=0x07", 2, "", "-n 4 -c 4", A_NONE,
 	  "unreachable=all", "unreachable rejected open", 5000, 0,
-	  "REP can't arrive within 3 tries x 100 ms: UNREACHABLE (-ETIMEDOUT)", 0 },
+	  "REP can't arrive within 3 tries x 100 ms: UNREACHABLE (-ETIMEDOUT)", 0, NULL, NULL, NULL },
 	{ "no_listener_loss20", "drop=20%,dup=20%,qpt=mad", 0, "", "-n 20 -c 4 -p 7399", A_NONE,
 	  "rejected=all", "", 10000, 0,
-	  "nobody listens on the port (the server's CM answers REJ 'invalid service ID'), 20% loss + dup: REJECTED", 0 },
+	  "nobody listens on the port (the server's CM answers REJ 'invalid service ID'), 20% loss + dup: REJECTED", 0, NULL, NULL, NULL },
 	{ "sa_mads_dropped", "drop=100%,class=0x03", 0, "", "-n 4 -c 4", A_NONE,
 	  "route_timeout=all", "", 8000, 0,
-	  "PathRecord query unanswered: ROUTE_ERROR (-ETIMEDOUT) after 4 x 500 ms", 0 },
+	  "PathRecord query unanswered: ROUTE_ERROR (-ETIMEDOUT) after 4 x 500 ms", 0, NULL, NULL, NULL },
 	{ "sa_node_link_down", NULL, 0, "", "-n 4 -c 4", A_SA_LINK_DOWN, "route_timeout=all", "",
-	  8000, 0, "the SM node's link down: ROUTE_ERROR (-ETIMEDOUT) after 4 x 500 ms", 0 },
+	  8000, 0, "the SM node's link down: ROUTE_ERROR (-ETIMEDOUT) after 4 x 500 ms", 0, NULL, NULL, NULL },
 	{ "sm_killed", NULL, 0, "", "-n 4 -c 4", A_SM_KILLED, "route_error=all", "", 8000, 0,
-	  "SM/SA process gone, its node up: the node's MAD layer answers 'unsupported' (as ib_mad does), ROUTE_ERROR (-EPROTO) at once", 0 },
+	  "SM/SA process gone, its node up: the node's MAD layer answers 'unsupported' (as ib_mad does), ROUTE_ERROR (-EPROTO) at once", 0, NULL, NULL, NULL },
 	{ "server_killed_after_req", NULL, 3, "--pause-at req", "-n 1", A_KILL_SERVER,
 	  "unreachable=1", NULL, 10000, 0,
-	  "REQ received, never answered (MRA only): client UNREACHABLE (-ETIMEDOUT)", 0 },
+	  "REQ received, never answered (MRA only): client UNREACHABLE (-ETIMEDOUT)", 0,
+	  "rejected=1", NULL, "REQ received, server gone: its uscmd rejects the REQ: client REJECTED" },
 	{ "client_killed_after_req", "drop=100%,class=0x07,attr=0x0013", 3, "",
 	  "-n 1 --pause-at connect", A_KILL_CLIENT, NULL, "unreachable=1", 10000, 0,
-	  "REPs lost, client gone after its REQ: server UNREACHABLE (-ETIMEDOUT)", 0 },
+	  "REPs lost, client gone after its REQ: server UNREACHABLE (-ETIMEDOUT)", 0,
+	  NULL, "rejected=1", "REPs lost, client gone after its REQ: its uscmd cancels it with REJ (timeout): server REJECTED" },
 	{ "client_killed_after_rep", "drop=100%,class=0x07,attr=0x0014", 3, "",
 	  "-n 1 --pause-at est", A_KILL_CLIENT, NULL, "unreachable=1", 10000, 0,
-	  "RTU lost, client gone after the REP: server UNREACHABLE (-ETIMEDOUT)", 0 },
+	  "RTU lost, client gone after the REP: server UNREACHABLE (-ETIMEDOUT)", 0,
+	  NULL, "data_timeout=1", "RTU lost, client gone after the REP: its uscmd sends DREQ, which the server's CM takes for the RTU: ESTABLISHED, then DISCONNECTED before any data" },
 	{ "server_killed_after_rtu", NULL, 3, "--pause-at est", "-n 1 --stage-ms 3000",
 	  A_KILL_SERVER, "wc_error data_timeout", NULL, 10000, 0,
-	  "established, server gone: the SEND fails (retry exceeded) or its echo never comes; DREQ unanswered, DISCONNECTED (-ETIMEDOUT)", 0 },
+	  "established, server gone: the SEND fails (retry exceeded) or its echo never comes; DREQ unanswered, DISCONNECTED (-ETIMEDOUT)", 0,
+	  "peer_closed=1", NULL, "established, server gone: its uscmd sends DREQ: client DISCONNECTED (0) before the echo" },
 	{ "client_killed_after_rtu", NULL, 3, "", "-n 1 --pause-at est", A_KILL_CLIENT, NULL,
 	  "open=1", 3000, 0,
-	  "established, client gone: the server's connection stays up (the CM has no keepalive) until it is torn down; exit within bound", 0 },
+	  "established, client gone: the server's connection stays up (the CM has no keepalive) until it is torn down; exit within bound", 0,
+	  NULL, "data_timeout=1", "established, client gone: its uscmd sends DREQ: server DISCONNECTED before any data, within bound" },
 	{ "server_killed_during_dreq", NULL, 3, "--pause-at dreq", "-n 1", A_KILL_SERVER,
 	  "disc_timeout=1", NULL, 10000, 0,
-	  "DREQ received, DREP never sent: client DISCONNECTED (-ETIMEDOUT)", 0 },
+	  "DREQ received, DREP never sent: client DISCONNECTED (-ETIMEDOUT)", 0,
+	  "ok=1", NULL, "DREQ received, server gone: its uscmd answers with DREP: client DISCONNECTED (0)" },
 	{ "link_down_mid_connection", NULL, 3, "", "-n 4 -c 4 --hold", A_LINK_DOWN,
 	  "disc_timeout=4", "open=4", 10000, 0,
-	  "node 2's link down under 4 connections: DREQs unanswered, DISCONNECTED (-ETIMEDOUT); server keeps them until it ends", 0 },
+	  "node 2's link down under 4 connections: DREQs unanswered, DISCONNECTED (-ETIMEDOUT); server keeps them until it ends", 0, NULL, NULL, NULL },
 	{ "fabric_restart", NULL, 0, "", "-d 4 -c 4 --rate 50 --stage-ms 5000", A_FABRIC_RESTART,
 	  "ok>=20 unreachable disc_timeout wc_error data_timeout route_timeout addr_error conn_error",
 	  "ok>=20 unreachable rejected disc_timeout data_timeout open", 45000, 0,
-	  "all links down and the SM killed for 1 s while churning, then SM restarted: correct error events during, connections establish again after", 0 },
+	  "all links down and the SM killed for 1 s while churning, then SM restarted: correct error events during, connections establish again after", 0, NULL, NULL, NULL },
 	{ "churn_2k_loss20_dup_reorder", "drop=20%,dup=20%,reorder=20%:5ms,qpt=mad", 0, "",
 	  "-n 2000 -c 64", A_NONE, LOSSY_CLIENT, LOSSY_SERVER, 60000, 0,
-	  "2000 connections, 64 in flight, 20% loss + 20% dup + 20% reorder of every MAD: 100% correct outcomes", 0 },
+	  "2000 connections, 64 in flight, 20% loss + 20% dup + 20% reorder of every MAD: 100% correct outcomes", 0, NULL, NULL, NULL },
 	{ "roce_churn_500_loss20_dup_reorder", "drop=20%,dup=20%,reorder=20%:5ms,qpt=mad", 0, "",
 	  "-n 500 -c 64", A_NONE, LOSSY_CLIENT, LOSSY_SERVER, 60000, 0,
-	  "the same on RoCE (routes built locally, no SA): 100% correct outcomes", 1 },
+	  "the same on RoCE (routes built locally, no SA): 100% correct outcomes", 1, NULL, NULL, NULL },
 	{ "churn_10k_loss20_dup_reorder", "drop=20%,dup=20%,reorder=20%:5ms,qpt=mad", 0, "",
 	  "-n 10000 -c 64", A_NONE, LOSSY_CLIENT, LOSSY_SERVER, 300000, 1,
-	  "10000 connections as above: 100% correct outcomes", 0 },
+	  "10000 connections as above: 100% correct outcomes", 0, NULL, NULL, NULL },
 };
 #define NCELLS (sizeof(cells) / sizeof(cells[0]))
 
 static const char *const outcomes[] = {
 	"ok", "disc_timeout", "unreachable", "rejected", "route_timeout", "route_error", "addr_error",
-	"conn_error", "wc_error", "data_timeout", "open", "bad_data", "hang", "other",
+	"conn_error", "wc_error", "data_timeout", "open", "peer_closed", "bad_data", "hang", "other",
 };
 #define NOUT (sizeof(outcomes) / sizeof(outcomes[0]))
 
@@ -247,8 +259,10 @@ static void sm_restart(void)
 		cr_expect(ok_, __VA_ARGS__);      \
 	} while (0)
 
-static void run_cell(const struct cell *c)
+static void run_cell(const struct cell *cell)
 {
+	struct cell dc = *cell;
+	const struct cell *c = &dc;
 	char args[512], why[256] = "", cs[256], ss[256];
 	struct ct_proc srv, cli, cli2;
 	char *co = NULL, *ce = NULL, *so = NULL, *se = NULL;
@@ -262,6 +276,14 @@ static void run_cell(const struct cell *c)
 	if (c->full && !(full && atoi(full)))
 		cr_skip_test("%s runs on demand: USCM_FAULTS_FULL=1 (scripts/fault-matrix.sh)", c->name);
 	lt_fabric_start(c->roce ? "roce" : "ib", 2);
+	if (lt_daemon) {
+		if (dc.client_expect_d)
+			dc.client_expect = dc.client_expect_d;
+		if (dc.server_expect_d)
+			dc.server_expect = dc.server_expect_d;
+		if (dc.expected_d)
+			dc.expected = dc.expected_d;
+	}
 	if (c->retries) {
 		snprintf(args, sizeof(args), "%d", c->retries);
 		setenv("USCM_CM_RETRIES", args, 1);
