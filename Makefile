@@ -4,7 +4,7 @@ MAKEFLAGS += --no-print-directory
 JOBS  ?= $(shell nproc)
 CMAKE ?= cmake
 
-.PHONY: all deps build test test-plain test-asan test-fuzz demo clean
+.PHONY: all deps build test test-plain test-asan test-fuzz demo install clean
 
 all: build
 
@@ -37,6 +37,12 @@ test-fuzz: deps
 # librdmacm) on the simulated fabric, captured and decoded.
 demo: build
 	@scripts/demo.sh
+
+# librdmacm.so.1, headers, uscmd and its systemd units (docs/operators.md);
+# PREFIX=/usr/local by default.
+PREFIX ?= /usr/local
+install: build
+	$(CMAKE) --install build --prefix $(PREFIX)
 
 clean:
 	rm -rf build build-asan build-fuzz

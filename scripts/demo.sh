@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # `make demo`: a live rdma_cm connection on the built-in simulated fabric.
 #
-# Starts a 2-node IB fabric (SM/SA included) with a capture, runs Debian's
-# unmodified `rping` server on node2 and client on node1 against uscm's
-# librdmacm (no kernel rdma_ucm anywhere), then uscm-rdma-demo (our own
+# Starts a 2-node IB fabric (SM/SA included, and uscmd — the CM as a host
+# service — on each node) with a capture, runs Debian's unmodified `rping`
+# server on node2 and client on node1 against uscm's librdmacm (no kernel
+# rdma_ucm anywhere; each process talks to its node's uscmd), then both
+# sides of rping on ONE node (two processes sharing the port through its
+# uscmd), then uscm-rdma-demo (our own
 # rdma_cm API client: connect with private data, SEND, RDMA WRITE, SEND,
 # disconnect) on the same fabric, printing both sides' event flows with
 # timings; then decodes what crossed the fabric (both connections): the SA
@@ -21,36 +24,53 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== uscm-sim up: 2 nodes, InfiniBand, capture in $pcap"
+# The CM runs in each node's uscmd, which inherits this environment: a REQ
+# that beats the server's listen is retried after ~70 ms, not ~4 s, and the
+# engines trace every state change into the daemons' logs.
+export USCM_CM_RESPONSE_TIMEOUT=14
+export USCM_TRACE=1
+echo "== uscm-sim up: 2 nodes, InfiniBand, a uscmd per node, capture in $pcap"
 "$B/bin/uscm-sim" up --dir "$dir" --nodes 2 --link ib --pcap "$pcap" >/dev/null
 "$B/bin/uscm-sim" status --dir "$dir" | sed -n '1,6p'
+unset USCM_TRACE
 
 export USCM_SIM_DIR="$dir"
 export LD_LIBRARY_PATH="$PWD/$B/lib:$PWD/$B/sim/lib"
-# A REQ that beats the server's listen is retried after ~70 ms, not ~4 s.
-export USCM_CM_RESPONSE_TIMEOUT=14
+# node N's programs: its uscmd's socket (what `uscm-sim run --node N` sets)
+on() { local n=$1; shift; USCM_SIM_NODE=$n USCM_SOCKET="$dir/$n/uscmd.sock" "$@"; }
 
 echo
 echo "== rping (Debian's binary, unmodified) over uscm's librdmacm: server node2, client node1"
-USCM_SIM_NODE=node2 rping -s -a 127.10.0.2 -p 7174 -C 3 -v > "$dir/server.out" 2>&1 &
+on node2 rping -s -a 127.10.0.2 -p 7174 -C 3 -v > "$dir/server.out" 2>&1 &
 server_pid=$!
 sleep 0.5
-USCM_SIM_NODE=node1 USCM_TRACE=1 rping -c -a 127.10.0.2 -p 7174 -C 3 -v 2> "$dir/trace.txt"
+on node1 rping -c -a 127.10.0.2 -p 7174 -C 3 -v
 wait "$server_pid" && echo "(server exited 0)"
 server_pid=""
 
 echo
-echo "== the client's CM engine, state by state (USCM_TRACE=1)"
-grep -v -- '->.*: drop' "$dir/trace.txt" | grep -- ' -> ' || true
+echo "== node1's CM engine (in its uscmd), state by state (USCM_TRACE=1)"
+grep -v -- '->.*: drop' "$dir/node1/uscmd.log" | grep -- ' -> ' || true
+
+echo
+echo "== the host service: rping server AND client on node1, two processes sharing its port"
+on node1 rping -s -a 127.10.0.1 -p 7176 -C 2 -v > "$dir/server1.out" 2>&1 &
+server_pid=$!
+sleep 0.5
+on node1 rping -c -a 127.10.0.1 -p 7176 -C 2 -v
+wait "$server_pid" && echo "(server on node1 exited 0)"
+server_pid=""
+echo "-- uscmd --status on node1"
+"$B/bin/uscmd" --status --socket "$dir/node1/uscmd.sock"
 
 echo
 echo "== uscm-rdma-demo over the rdma_cm API: server node2, client node1"
 echo "   (connect + private data, SEND, buffer advert, RDMA WRITE, SEND, verify, disconnect;"
 echo "    ms since each side started; the client retries while the server is not listening)"
-USCM_SIM_NODE=node2 timeout 60 "$B/bin/uscm-rdma-demo" server -p 7175 > "$dir/demo-server.out" 2>&1 &
+on node2 timeout 60 "$B/bin/uscm-rdma-demo" server -p 7175 > "$dir/demo-server.out" 2>&1 &
 server_pid=$!
 client_rc=0
-USCM_SIM_NODE=node1 timeout 60 "$B/bin/uscm-rdma-demo" client 127.10.0.2 -p 7175 \
+on node1 timeout 60 "$B/bin/uscm-rdma-demo" client 127.10.0.2 -p 7175 \
 	> "$dir/demo-client.out" 2>&1 || client_rc=$?
 server_rc=0
 wait "$server_pid" || server_rc=$?

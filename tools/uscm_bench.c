@@ -7,7 +7,7 @@
  * heap per established connection and the SA queries a run cost.
  *
  * usage: uscm-bench [-n N[,N...]] [-w WINDOW] [-s SERIAL] [--no-qp] [--no-tcp] [--clients P]
- *                   [--mad M] [--engine K] [--csv FILE] [--plot FILE.png]
+ *                   [--daemon] [--mad M] [--engine K] [--csv FILE] [--plot FILE.png]
  *
  * It starts its own 2-node fabric (build/bin/uscm-sim) and runs every side
  * as a child process of itself (--role ...): the rdma_cm server on node2,
@@ -34,6 +34,7 @@ static char bindir[PATH_MAX], simdir[PATH_MAX];
 static const char *link_kind = "ib";
 static int sim_up;
 static int nclients = 1; /* --clients: uscm client processes, each on its own node */
+static int use_daemon;   /* the uscm roles talk to their node's uscmd (--daemon runs) */
 
 static const char *const step_order[] = { "create_id", "bind", "resolve_addr", "resolve_route",
 					  "create_qp", "connect", "established", "disconnect",
@@ -68,6 +69,15 @@ static int spawn(struct child *c, const char *node, char *const args[])
 			snprintf(lib, sizeof(lib), "%s/../lib:%s/../sim/lib", bindir, bindir);
 			setenv("LD_LIBRARY_PATH", lib, 1);
 			setenv("USCM_SIM_NODE", node, 1);
+			if (use_daemon) {
+				char sock[PATH_MAX + 64];
+
+				snprintf(sock, sizeof(sock), "%s/f/%s/uscmd.sock", simdir, node);
+				setenv("USCM_SOCKET", sock, 1);
+				setenv("USCM_MODE", "daemon", 1);
+			} else {
+				setenv("USCM_MODE", "inproc", 1);
+			}
 		}
 		snprintf(exe, sizeof(exe), "%s/uscm-bench", bindir);
 		argv[k++] = exe;
@@ -150,6 +160,39 @@ static int sim_start(void)
 	setenv("USCM_SIM_DIR", d, 1);
 	unsetenv("USCM_HOSTS");
 	return 0;
+}
+
+/* Daemon mode (--daemon): one uscmd per node of the fabric, started for
+ * the daemon runs and stopped after them (the MAD round trip and the
+ * in-process runs need the ports' CM agents free). */
+static int daemons(const char *verb)
+{
+	char cmd[4 * PATH_MAX + 64], out[4096];
+
+	for (int i = 1; i <= 1 + nclients; i++) {
+		snprintf(cmd, sizeof(cmd), "'%s/uscm-sim' uscmd --dir '%s/f' node%d %s 2>&1", bindir, simdir,
+			 i, verb);
+		if (sh(out, sizeof(out), cmd)) {
+			fprintf(stderr, "uscm-bench: uscm-sim uscmd node%d %s failed:\n%s", i, verb, out);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* A field of a node's uscmd's /proc status in kB (VmRSS, VmHWM), or -1. */
+static long daemon_kb(int node, const char *field)
+{
+	char cmd[4 * PATH_MAX + 128], out[256];
+	long kb = -1;
+
+	snprintf(cmd, sizeof(cmd),
+		 "p=$(pgrep -f -o -- '--socket %s/f/node%d/uscmd.sock'); [ -n \"$p\" ] &&"
+		 " awk '/^%s:/ { print $2 }' /proc/$p/status",
+		 simdir, node, field);
+	if (sh(out, sizeof(out), cmd) == 0)
+		kb = strtol(out, NULL, 10);
+	return kb;
 }
 
 /* The SA's own query counter (uscm-sim status). */
@@ -333,6 +376,8 @@ static void usage(void)
 		"           sim's per-node QP/fd limits\n"
 		"  --clients P  uscm clients in P processes on P nodes (node1, node3, ...), N split\n"
 		"           between them: past one process's 28k ephemeral ports\n"
+		"  --daemon also every uscm run through uscmd (one per node, daemon mode) and the\n"
+		"           daemon/in-process ratios and uscmd's memory per connection\n"
 		"  --mad    raw MAD round trips (default 1000, 0: off)\n"
 		"  --engine in-process engine handshakes (default 20000, 0: off)\n");
 }
@@ -347,11 +392,12 @@ int main(int argc, char **argv)
 		{ "plot", required_argument, NULL, 'G' }, { "link", required_argument, NULL, 'L' },
 		{ "window", required_argument, NULL, 'w' }, { "serial", required_argument, NULL, 's' },
 		{ "clients", required_argument, NULL, 'K' }, { "src", required_argument, NULL, 'S' },
+		{ "daemon", no_argument, NULL, 'Y' },
 		{ "help", no_argument, NULL, 'h' },       { 0 },
 	};
 	struct bench_opts o = { .n = 1000, .dst = "127.10.0.2" };
 	size_t ns[MAX_NS] = { 1000 }, serial = 200, mad = 1000, engine = 20000;
-	int nn = 1, no_tcp = 0, c;
+	int nn = 1, no_tcp = 0, c, with_daemon = 0;
 	const char *role = NULL, *csv = NULL, *plot = NULL;
 
 	while ((c = getopt_long(argc, argv, "n:w:s:h", lo, NULL)) != -1) {
@@ -372,6 +418,7 @@ int main(int argc, char **argv)
 				nclients = 1;
 			break;
 		case 'S': o.src = optarg; break;
+		case 'Y': with_daemon = 1; break;
 		case 'w': o.window = strtoul(optarg, NULL, 0); break;
 		case 's': serial = strtoul(optarg, NULL, 0); break;
 		case 'n':
@@ -470,6 +517,62 @@ int main(int argc, char **argv)
 			bench_csv_run(cf, &us, "serial");
 			bench_csv_run(cf, &ts, "serial");
 		}
+	}
+	if (with_daemon) {
+		struct bench_run d[MAX_NS], ds = { 0 };
+		long rss0[3], hwm[3];
+
+		fprintf(stderr, "uscm-bench: daemon mode: starting a uscmd per node\n");
+		if (daemons("start"))
+			return 1;
+		use_daemon = 1;
+		for (int i = 1; i <= 2; i++)
+			rss0[i] = daemon_kb(i, "VmRSS");
+		printf("daemon mode (uscmd per node; the same runs through it)\n\n");
+		for (int i = 0; i < nn; i++) {
+			fprintf(stderr, "uscm-bench: N=%zu uscm through uscmd\n", ns[i]);
+			fail |= run_pair(&d[i], 0, ns[i], o.window, o.no_qp) != 0;
+			d[i].what = "uscmd";
+			bench_print_run(stdout, &d[i]);
+			printf("  ratio daemon/in-process: setup rate %.2f, p50 %.2f\n",
+			       bench_rate(&d[i]) / (bench_rate(&u[i]) ? bench_rate(&u[i]) : 1),
+			       bench_step(&d[i], "established") && bench_step(&u[i], "established")
+				       ? bench_step(&d[i], "established")->p50 / bench_step(&u[i], "established")->p50
+				       : 0);
+			if (cf)
+				bench_csv_run(cf, &d[i], "concurrent");
+		}
+		for (int i = 1; i <= 2; i++)
+			hwm[i] = daemon_kb(i, "VmHWM");
+		{
+			size_t nmax = 0;
+
+			for (int i = 0; i < nn; i++)
+				nmax = ns[i] > nmax ? ns[i] : nmax;
+			printf("  uscmd memory: node1 %ld -> peak %ld kB, node2 %ld -> peak %ld kB:"
+			       " %.0f / %.0f bytes per connection at N=%zu\n",
+			       rss0[1], hwm[1], rss0[2], hwm[2],
+			       (double)(hwm[1] - rss0[1]) * 1024.0 / (double)(nmax ? nmax : 1),
+			       (double)(hwm[2] - rss0[2]) * 1024.0 / (double)(nmax ? nmax : 1), nmax);
+			if (cf)
+				fprintf(cf, "uscmd,concurrent,%zu,%zu,daemon_bytes_per_conn,%.0f,,,,,,\n", nmax,
+					o.window, (double)(hwm[2] - rss0[2]) * 1024.0 / (double)(nmax ? nmax : 1));
+		}
+		if (serial) {
+			fprintf(stderr, "uscm-bench: %zu serial connections through uscmd\n", serial);
+			fail |= run_pair(&ds, 0, serial, 1, o.no_qp) != 0;
+			ds.what = "uscmd";
+			bench_print_run(stdout, &ds);
+			const struct bench_stat *a = bench_step(&ds, "established"), *b = bench_step(&us, "established");
+			if (a && b && b->p50 > 0)
+				printf("  setup latency p50 daemon %.1f us, in-process %.1f us: ratio %.2f\n", a->p50,
+				       b->p50, a->p50 / b->p50);
+			if (cf)
+				bench_csv_run(cf, &ds, "serial");
+		}
+		printf("\n");
+		use_daemon = 0;
+		daemons("stop");
 	}
 	if (mad) {
 		struct bench_stat m;

@@ -27,11 +27,12 @@
 
 static void setup(void)
 {
-	lt_fabric_start("ib", 2);
+	/* before the fabric: in daemon mode its uscmds run the CM timers */
 	setenv("USCM_CM_RESPONSE_TIMEOUT", "10", 1);
 	setenv("USCM_CM_MAX_TIMER_MS", "50", 1);
 	setenv("USCM_TIMEWAIT_MS", "50", 1);
 	setenv("USCM_EXIT_REPORT", "1", 1);
+	lt_fabric_start("ib", 2);
 }
 
 TestSuite(soak, .init = setup, .fini = lt_fini, .timeout = 4 * 3600);
