@@ -200,7 +200,7 @@ static int status_cmd(const char *path)
 
 /* epoll tags: the listening socket, a client's command socket, a client's
  * library event channel */
-enum { TAG_LISTEN = 1, TAG_CMD = 2, TAG_EV = 3 };
+enum { TAG_LISTEN = 1, TAG_CMD = 2, TAG_EV = 3, TAG_RX = 0 };
 
 static int ep;
 
@@ -355,6 +355,21 @@ int main(int argc, char **argv)
 	if (ep < 0)
 		return 1;
 	ep_add(lfd, TAG_LISTEN, NULL);
+	/* the ports' umad fds: a MAD is received here, in the thread that
+	 * forwards the event it makes (one wake-up, not two: the library's
+	 * progress thread polls them too, whoever locks first receives) */
+	{
+		int fds[64], n = cma_rx_fds(fds, 64);
+
+		for (int i = 0; i < n; i++) {
+			struct epoll_event e;
+
+			memset(&e, 0, sizeof(e));
+			e.events = EPOLLIN;
+			e.data.u64 = ((uint64_t)(unsigned)fds[i] << 2) | TAG_RX;
+			epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &e);
+		}
+	}
 	if (usd.verbose)
 		fprintf(stderr, "uscmd: serving %s\n",
 			lfd == 3 && getenv("LISTEN_FDS") ? "the socket systemd passed" : socket_path(sock));
@@ -369,7 +384,12 @@ int main(int argc, char **argv)
 			int tag = (int)(evs[i].data.u64 & 3);
 			struct usd_client *cl = (struct usd_client *)(uintptr_t)(evs[i].data.u64 >> 2);
 
-			if (tag == TAG_LISTEN) {
+			if (tag == TAG_RX) {
+				cma_rx_fd((int)(evs[i].data.u64 >> 2));
+				for (struct usd_client *c2 = usd.clients; c2; c2 = c2->next)
+					if (!c2->dead && cma_chan_pending(c2->ec))
+						usd_client_events(c2);
+			} else if (tag == TAG_LISTEN) {
 				int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 
 				if (cfd >= 0) {

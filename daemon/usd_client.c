@@ -26,6 +26,8 @@ struct usd_global usd;
 
 /* ---- replies ----------------------------------------------------------------------------- */
 
+static int g_noreply; /* the request being served was sent with USP_F_NOREPLY */
+
 static void reply(struct usd_client *cl, uint16_t op, uint32_t seq, int err, const void *body,
 		  size_t blen)
 {
@@ -34,6 +36,12 @@ static void reply(struct usd_client *cl, uint16_t op, uint32_t seq, int err, con
 	struct usp_reply r;
 	ssize_t n;
 
+	if (g_noreply) {
+		/* the client is not waiting for it: a failure is only counted */
+		if (err)
+			cl->errors++;
+		return;
+	}
 	if (sizeof(r) + blen > sizeof(buf)) {
 		p = malloc(sizeof(r) + blen);
 		if (!p) {
@@ -76,6 +84,24 @@ static void snap_of(const struct rdma_cm_id *cm, struct usp_snap *s)
 		s->dev_guid = ibv_get_device_guid(cm->verbs->device);
 		snprintf(s->dev_name, sizeof(s->dev_name), "%s", ibv_get_device_name(cm->verbs->device));
 	}
+}
+
+/* INIT, RTR and RTS attributes of an id (what its client's QP needs). */
+static void qp_attrs_of(struct rdma_cm_id *cm, struct usp_qp_attrs *qa)
+{
+	static const enum ibv_qp_state st[3] = { IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS };
+
+	memset(qa, 0, sizeof(*qa));
+	for (int i = 0; i < 3; i++) {
+		qa->s[i].attr.qp_state = st[i];
+		if (rdma_init_qp_attr(cm, &qa->s[i].attr, &qa->s[i].mask) < 0)
+			qa->s[i].err = errno ? errno : EINVAL;
+	}
+	qa->valid = 1;
+	pthread_mutex_lock(&g.lock);
+	qa->resp_res = cma_id_of(cm)->resp_res;
+	qa->init_depth = cma_id_of(cm)->init_depth;
+	pthread_mutex_unlock(&g.lock);
 }
 
 /* ---- clients ------------------------------------------------------------------------------- */
@@ -308,6 +334,14 @@ void usd_client_events(struct usd_client *cl)
 			}
 		}
 		snap_of(ev->id, &f->snap);
+		if (ev->event == RDMA_CM_EVENT_CONNECT_RESPONSE)
+			qp_attrs_of(ev->id, &f->qp);
+		/* a connection request: the attributes an accept that lowers
+		 * nothing will need (the device's caps applied), so it costs
+		 * the client one round trip, not two */
+		if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST && !ud &&
+		    cma_accept_prepare(ev->id, NULL) == 0)
+			qp_attrs_of(ev->id, &f->qp);
 		if (ev->event == RDMA_CM_EVENT_ESTABLISHED || ev->event == RDMA_CM_EVENT_CONNECT_RESPONSE)
 			cl->established++;
 		cl->events++;
@@ -418,12 +452,15 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		struct usp_ece ece;
 		struct usp_int i;
 		struct uscm_stats stats;
+		struct usp_qp_attrs qa;
 	} r;
 	size_t rlen = 0;
 	int err, rc = 0;
 
 	memset(&h, 0, sizeof(h));
 	memcpy(&h, buf, n < sizeof(h) ? n : sizeof(h));
+	g_noreply = (h.op & USP_F_NOREPLY) != 0;
+	h.op &= (uint16_t)~USP_F_NOREPLY;
 	err = truncated ? EMSGSIZE : usp_check_request(buf, n);
 	if (err) {
 		usd.malformed++;
@@ -692,6 +729,21 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 			break;
 		}
 		err = errno_of(cma_post_event(id->cm, (enum rdma_cm_event_type)x.event, x.status, x.arg));
+		break;
+	}
+	case USP_QP_ATTRS: {
+		/* an accept's QP attributes: its parameters applied first */
+		struct usp_conn x;
+		struct rdma_conn_param p;
+
+		memset(&x, 0, sizeof(x));
+		memcpy(&x, b, n - sizeof(h));
+		conn_param(&x, 1, &p);
+		err = errno_of(cma_accept_prepare(id->cm, x.has_param ? &p : NULL));
+		if (!err) {
+			qp_attrs_of(id->cm, &r.qa);
+			rlen = sizeof(r.qa);
+		}
 		break;
 	}
 	case USP_STATS:

@@ -924,13 +924,46 @@ CMA_EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **o
 
 /* ---- answering ----------------------------------------------------------------------------------- */
 
+/* The accept side never grants more than the REQ asked for, nor more than
+ * the device has (idempotent: uscmd applies it before and at the accept). */
+static void accept_depths(struct cma_id *id, const struct rdma_conn_param *param)
+{
+	struct cma_dev *d = id_dev(id);
+
+	if (param) {
+		if (param->responder_resources != RDMA_MAX_RESP_RES &&
+		    param->responder_resources < id->resp_res)
+			id->resp_res = param->responder_resources;
+		if (param->initiator_depth != RDMA_MAX_INIT_DEPTH &&
+		    param->initiator_depth < id->init_depth)
+			id->init_depth = param->initiator_depth;
+	}
+	id->resp_res = clamp_depth(id->resp_res, d->attr.max_qp_rd_atom);
+	id->init_depth = clamp_depth(id->init_depth, d->attr.max_qp_init_rd_atom);
+}
+
+int cma_accept_prepare(struct rdma_cm_id *cm_id, const struct rdma_conn_param *param)
+{
+	struct cma_id *id = cma_id_of(cm_id);
+	int rc = 0;
+
+	if (!id)
+		return cma_fail(EINVAL);
+	pthread_mutex_lock(&g.lock);
+	if (is_ud(id) || id->state != ST_CONNECT_REQ || !id->conn)
+		rc = cma_fail(EINVAL);
+	else
+		accept_depths(id, param);
+	pthread_mutex_unlock(&g.lock);
+	return rc;
+}
+
 CMA_EXPORT int rdma_accept(struct rdma_cm_id *cm_id, struct rdma_conn_param *param)
 {
 	if (cma_remote())
 		return cmc_accept(cm_id, param);
 	struct cma_id *id = cma_id_of(cm_id);
 	struct cmp_rep_param rep;
-	struct cma_dev *d;
 	int e;
 
 	if (!id)
@@ -956,17 +989,7 @@ CMA_EXPORT int rdma_accept(struct rdma_cm_id *cm_id, struct rdma_conn_param *par
 		pthread_mutex_unlock(&g.lock);
 		return cma_fail(EINVAL);
 	}
-	d = id_dev(id);
-	if (param) {
-		if (param->responder_resources != RDMA_MAX_RESP_RES &&
-		    param->responder_resources < id->resp_res)
-			id->resp_res = param->responder_resources;
-		if (param->initiator_depth != RDMA_MAX_INIT_DEPTH &&
-		    param->initiator_depth < id->init_depth)
-			id->init_depth = param->initiator_depth;
-	}
-	id->resp_res = clamp_depth(id->resp_res, d->attr.max_qp_rd_atom);
-	id->init_depth = clamp_depth(id->init_depth, d->attr.max_qp_init_rd_atom);
+	accept_depths(id, param);
 	if (id->id.qp) {
 		/* Ready to receive and send before the REP leaves, as the kernel
 		 * CMA does: the peer may send as soon as it has the REP. */

@@ -323,6 +323,51 @@ static void progress_rx(struct cma_port *p)
 	}
 }
 
+int cma_chan_pending(struct rdma_event_channel *channel)
+{
+	struct cma_chan *c = (struct cma_chan *)channel;
+	int r;
+
+	pthread_mutex_lock(&g.lock);
+	r = c && c->head != NULL;
+	pthread_mutex_unlock(&g.lock);
+	return r;
+}
+
+int cma_rx_fds(int *fds, int max)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&g.lock);
+	g.rx_external = 1;
+	cma_kick();
+	for (int d = 0; d < g.ndevs; d++)
+		for (int i = 0; i < g.devs[d].nports && n < max; i++)
+			if (g.devs[d].ports[i].eng)
+				fds[n++] = um_port_fd(g.devs[d].ports[i].um);
+	pthread_mutex_unlock(&g.lock);
+	return n;
+}
+
+void cma_rx_fd(int fd)
+{
+	int got = 0;
+
+	pthread_mutex_lock(&g.lock);
+	for (int d = 0; d < g.ndevs; d++)
+		for (int i = 0; i < g.devs[d].nports; i++) {
+			struct cma_port *p = &g.devs[d].ports[i];
+
+			if (p->eng && um_port_fd(p->um) == fd) {
+				progress_rx(p);
+				got = 1;
+			}
+		}
+	if (got)
+		cma_kick_timers();
+	pthread_mutex_unlock(&g.lock);
+}
+
 #define MAX_POLL 64
 
 /*
@@ -411,9 +456,13 @@ static void *progress_main(void *arg)
 
 				if (!p->eng || n >= MAX_POLL)
 					continue;
-				fds[n].fd = um_port_fd(p->um);
-				fds[n].events = POLLIN;
-				who[n++] = p;
+				/* uscmd receives in its own loop (cma_rx_fd): the
+				 * progress thread then only runs the timers */
+				if (!g.rx_external) {
+					fds[n].fd = um_port_fd(p->um);
+					fds[n].events = POLLIN;
+					who[n++] = p;
+				}
 				e = cmp_engine_get_expiry(p->eng);
 				if (e < next)
 					next = e;

@@ -238,6 +238,7 @@ struct cma_global {
 	/* Who asks (ports below 1024): -1 this process (in-process mode), else
 	 * 0/1 for the daemon's client being served now (uscmd sets it). */
 	int caller_priv;
+	int rx_external; /* uscmd receives MADs in its main loop (cma_rx_fds) */
 };
 extern struct cma_global g;
 
@@ -256,6 +257,19 @@ int cma_caller_privileged(void);
  * posts for itself, ADDRINFO_* and USER). 0 or -1/errno. */
 int cma_post_event(struct rdma_cm_id *cm_id, enum rdma_cm_event_type t, int status,
 		   uint64_t arg);
+
+/* uscmd's main loop receives MADs itself (one wake-up per MAD, in the
+ * thread that forwards the events): the umad fds of the open ports (from
+ * then on the progress thread runs only the timers), and
+ * receive-and-handle for one that is readable (g.lock taken inside). */
+int cma_rx_fds(int *fds, int max);
+/* 1 when the channel has an event queued (no syscall). */
+int cma_chan_pending(struct rdma_event_channel *channel);
+void cma_rx_fd(int fd);
+/* rdma_accept's parameter checks and its lowering of responder resources /
+ * initiator depth, without the REP: uscmd computes the QP attributes the
+ * client needs before it accepts. 0 or -1/errno. */
+int cma_accept_prepare(struct rdma_cm_id *cm_id, const struct rdma_conn_param *param);
 
 /* ---- cma_core.c ------------------------------------------------------------ */
 int cma_init_locked(void);        /* 0, or -1 with errno (ENODEV: no device) */

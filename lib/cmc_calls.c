@@ -281,9 +281,28 @@ int cmc_accept(struct rdma_cm_id *cm_id, struct rdma_conn_param *param)
 	if (conn_body(id, param, &b) < 0)
 		return -1;
 	if (id->id.qp) {
-		/* ready to receive and send before the REP leaves */
-		if (cmc_modify(id, IBV_QPS_INIT) < 0 || cmc_modify(id, IBV_QPS_RTR) < 0 ||
-		    cmc_modify(id, IBV_QPS_RTS) < 0) {
+		/* ready to receive and send before the REP leaves: the three
+		 * states' attributes in one round trip (after the accept's
+		 * parameters lowered what the REQ asked for) */
+		struct usp_qp_attrs qa;
+
+		if (cmc_id_live(id) < 0)
+			return -1;
+		if (id->req_qp.valid &&
+		    (!param || ((param->responder_resources == RDMA_MAX_RESP_RES ||
+				 param->responder_resources >= id->req_qp.resp_res) &&
+				(param->initiator_depth == RDMA_MAX_INIT_DEPTH ||
+				 param->initiator_depth >= id->req_qp.init_depth)))) {
+			/* the parameters lower nothing: the request's attributes */
+			qa = id->req_qp;
+		} else {
+			memset(&qa, 0, sizeof(qa));
+			if (cmc_call(USP_QP_ATTRS, id->handle, &b,
+				     offsetof(struct usp_conn, pdata) + b.pdata_len, &qa, sizeof(qa), -1,
+				     NULL) < 0)
+				return -1;
+		}
+		if (cmc_modify_with(id, &qa) < 0) {
 			int e = errno;
 			struct usp_reject r;
 

@@ -106,6 +106,8 @@ static int xfer(int fd, const void *req, size_t n, int pass_fd, void *rep, size_
 	while (r < 0 && errno == EINTR);
 	if (r != (ssize_t)n)
 		return -1;
+	if (!rep)
+		return 0; /* USP_F_NOREPLY: nothing comes back */
 	do
 		r = recv(fd, rep, repmax, 0);
 	while (r < 0 && errno == EINTR);
@@ -216,6 +218,16 @@ int cmc_call(uint16_t op, uint32_t id, const void *body, size_t blen, void *rep,
 	usp_hdr_init((struct usp_hdr *)req, op, sizeof(struct usp_hdr) + blen, ++cmc.seq, id);
 	if (blen)
 		memcpy(req + sizeof(struct usp_hdr), body, blen);
+	if (op & USP_F_NOREPLY) {
+		n = xfer(fd, req, sizeof(struct usp_hdr) + blen, pass_fd, NULL, 0);
+		if (n < 0) {
+			close(cmc.fd);
+			cmc.fd = -1;
+		}
+		pthread_mutex_unlock(&cmc.call_lock);
+		free(in);
+		return n < 0 ? cma_fail(ENODEV) : 0;
+	}
 	n = xfer(fd, req, sizeof(struct usp_hdr) + blen, pass_fd, in, inmax < 256 ? 256 : inmax);
 	if (n < (int)sizeof(r)) {
 		/* the daemon is gone (or did not answer in time): this

@@ -372,11 +372,12 @@ static void ev_pdata(struct cmc_event *e, const uint8_t *p, uint32_t len, int ud
 
 /* REP in, the QP is ours: RTR, RTS, then the RTU (USP_ESTABLISH), as
  * librdmacm does on the kernel's CONNECT_RESPONSE. */
-static int conn_response(struct cmc_id *id)
+static int conn_response(struct cmc_id *id, const struct usp_qp_attrs *qa)
 {
 	/* INIT again first: the access flags follow the connection's
-	 * responder resources, known only now */
-	if (cmc_modify(id, IBV_QPS_INIT) < 0 || cmc_modify(id, IBV_QPS_RTR) < 0 || cmc_modify(id, IBV_QPS_RTS) < 0) {
+	 * responder resources, known only now. The event carries the three
+	 * states' attributes: no round trip to the daemon before the RTU. */
+	if (cmc_modify_with(id, qa) < 0) {
 		int e = errno;
 		struct usp_reject r;
 
@@ -385,7 +386,9 @@ static int conn_response(struct cmc_id *id)
 			 NULL);
 		return -e;
 	}
-	if (cmc_call(USP_ESTABLISH, id->handle, NULL, 0, NULL, 0, -1, NULL) < 0)
+	/* the QP is in RTS: the RTU can only succeed or go unsaid (the peer's
+	 * REP retries then end it), so nothing to wait for */
+	if (cmc_call(USP_ESTABLISH | USP_F_NOREPLY, id->handle, NULL, 0, NULL, 0, -1, NULL) < 0)
 		return -errno;
 	return 0;
 }
@@ -450,6 +453,8 @@ static struct cmc_event *ev_from_frame(struct cmc_chan *c, const struct usp_even
 	if (!id)
 		return NULL;
 	cmc_apply_snap(id, &f->snap);
+	if (f->event == RDMA_CM_EVENT_CONNECT_REQUEST)
+		id->req_qp = f->qp;
 	ud = f->ud_event != 0;
 	e = ev_new(l ? l : id, (enum rdma_cm_event_type)f->event, f->status);
 	if (!e)
@@ -474,7 +479,7 @@ static struct cmc_event *ev_from_frame(struct cmc_chan *c, const struct usp_even
 	switch (e->ev.event) {
 	case RDMA_CM_EVENT_CONNECT_RESPONSE:
 		if (id->id.qp) {
-			int rc = conn_response(id);
+			int rc = conn_response(id, &f->qp);
 
 			e->ev.event = rc ? RDMA_CM_EVENT_CONNECT_ERROR : RDMA_CM_EVENT_ESTABLISHED;
 			e->ev.status = rc;

@@ -63,6 +63,9 @@ struct cmc_id {
 	/* rdma_resolve_addrinfo */
 	struct rdma_addrinfo *ai;
 	int ai_busy;
+	/* a new id: its QP's INIT/RTR/RTS attributes, for an accept that
+	 * lowers nothing (from the CONNECT_REQUEST event) */
+	struct usp_qp_attrs req_qp;
 };
 
 struct cmc_event {
@@ -111,6 +114,9 @@ static inline struct cmc_id *cmc_id_of(struct rdma_cm_id *id)
 
 /* cmc_qp.c */
 int cmc_modify(struct cmc_id *id, enum ibv_qp_state target);
+/* INIT, RTR, RTS with attributes the daemon sent (USP_QP_ATTRS, or a
+ * CONNECT_RESPONSE event's). */
+int cmc_modify_with(struct cmc_id *id, const struct usp_qp_attrs *qa);
 void cmc_qp_to_err(struct cmc_id *id);
 
 #endif

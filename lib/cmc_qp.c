@@ -27,6 +27,28 @@ int cmc_modify(struct cmc_id *id, enum ibv_qp_state target)
 	return 0;
 }
 
+int cmc_modify_with(struct cmc_id *id, const struct usp_qp_attrs *qa)
+{
+	if (!qa->valid) {
+		/* a frame without them: ask, state by state */
+		if (cmc_modify(id, IBV_QPS_INIT) < 0 || cmc_modify(id, IBV_QPS_RTR) < 0 ||
+		    cmc_modify(id, IBV_QPS_RTS) < 0)
+			return -1;
+		return 0;
+	}
+	for (int i = 0; i < 3; i++) {
+		struct ibv_qp_attr a = qa->s[i].attr;
+		int rc;
+
+		if (qa->s[i].err)
+			return cma_fail(qa->s[i].err);
+		rc = ibv_modify_qp(id->id.qp, &a, qa->s[i].mask);
+		if (rc)
+			return cma_fail(rc > 0 ? rc : EINVAL);
+	}
+	return 0;
+}
+
 void cmc_qp_to_err(struct cmc_id *id)
 {
 	struct ibv_qp_attr a;

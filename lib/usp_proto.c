@@ -50,12 +50,12 @@ static const struct usp_row rows[USP_OP_MAX] = {
 	ROW(USP_POST_EVENT, "post_event", struct usp_post_event),
 	ROW0(USP_STATS, "stats"),
 	ROW0(USP_STATUS, "status"),
+	VROW(USP_QP_ATTRS, "qp_attrs", struct usp_conn, pdata, pdata_len, USP_PDATA_MAX),
 };
 
 const char *usp_op_name(uint16_t op)
 {
-	if (op & USP_REPLY)
-		op &= (uint16_t)~USP_REPLY;
+	op &= (uint16_t)~(USP_REPLY | USP_F_NOREPLY);
 	if (op == USP_EVENT)
 		return "event";
 	if (op == 0 || op >= USP_OP_MAX)
@@ -81,6 +81,7 @@ int usp_check_request(const void *buf, size_t n)
 	if (n < sizeof(h))
 		return EBADMSG;
 	memcpy(&h, buf, sizeof(h));
+	h.op &= (uint16_t)~USP_F_NOREPLY;
 	if (h.ver != USP_VERSION || h.op == 0 || h.op >= USP_OP_MAX)
 		return EPROTO;
 	if (h.len != n)

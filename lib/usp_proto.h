@@ -64,9 +64,15 @@ enum usp_op {
 	USP_POST_EVENT,
 	USP_STATS,
 	USP_STATUS,
+	USP_QP_ATTRS,
 	USP_OP_MAX,
 	USP_EVENT = 0x100,      /* on a channel socket */
 	USP_REPLY = 0x8000,     /* | the request's op */
+	/* | a request's op: the client does not wait for an answer (the
+	 * daemon sends none; a failure is only counted). For steps whose
+	 * failure the application could not be told anyway (the RTU after
+	 * the QP is in RTS). */
+	USP_F_NOREPLY = 0x4000,
 };
 
 struct usp_hdr {
@@ -139,6 +145,22 @@ struct usp_join {
 };
 struct usp_post_event { int32_t event; int32_t status; uint64_t arg; };
 
+/* QP attributes for INIT, RTR and RTS: what USP_QP_ATTRS answers (after
+ * applying an accept's rdma_conn_param) and what a CONNECT_RESPONSE event
+ * carries, so moving the QP costs no further round trip to the daemon. */
+struct usp_qp_attrs {
+	struct {
+		struct ibv_qp_attr attr;
+		int32_t mask;
+		int32_t err;    /* 0, or why this state's attributes are missing */
+	} s[3];                 /* INIT, RTR, RTS */
+	uint32_t valid;
+	/* the responder resources / initiator depth they were computed with
+	 * (CONNECT_REQUEST: an accept that asks for no less may use them) */
+	uint8_t resp_res, init_depth;
+	uint16_t pad;
+};
+
 /* An event frame on a channel socket. h.id is the id the event is for (for
  * CONNECT_REQUEST: the new id, which the library creates on receipt). */
 struct usp_event {
@@ -162,6 +184,7 @@ struct usp_event {
 	uint32_t ud_event;      /* param.ud is meaningful */
 	uint32_t pdata_len;
 	struct usp_snap snap;   /* the id after the event */
+	struct usp_qp_attrs qp; /* CONNECT_RESPONSE, RC CONNECT_REQUEST: INIT/RTR/RTS */
 	uint8_t pdata[USP_PDATA_MAX];
 };
 

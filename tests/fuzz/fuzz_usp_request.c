@@ -52,6 +52,7 @@ static int expect(uint16_t op, size_t *fixed, size_t *whole, size_t *count_off, 
 	FIX(USP_POST_EVENT, struct usp_post_event);
 	NONE(USP_STATS);
 	NONE(USP_STATUS);
+	VAR(USP_QP_ATTRS, struct usp_conn, pdata, pdata_len, USP_PDATA_MAX);
 	default:
 		return -1;
 	}
@@ -73,6 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (size < sizeof(h))
 			abort();
 		memcpy(&h, f, sizeof(h));
+		h.op &= (uint16_t)~USP_F_NOREPLY;
 		if (h.ver != USP_VERSION || h.len != size || size > USP_MAX_REQUEST)
 			abort();
 		if (expect(h.op, &fixed, &whole, &coff, &max) < 0)
