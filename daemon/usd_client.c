@@ -459,9 +459,10 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 
 	memset(&h, 0, sizeof(h));
 	memcpy(&h, buf, n < sizeof(h) ? n : sizeof(h));
-	g_noreply = (h.op & USP_F_NOREPLY) != 0;
-	h.op &= (uint16_t)~USP_F_NOREPLY;
 	err = truncated ? EMSGSIZE : usp_check_request(buf, n);
+	/* a malformed frame is always answered, whatever its flags say */
+	g_noreply = !err && (h.op & USP_F_NOREPLY) != 0;
+	h.op &= (uint16_t)~USP_F_NOREPLY;
 	if (err) {
 		usd.malformed++;
 		if (usd.verbose)

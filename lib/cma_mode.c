@@ -22,6 +22,25 @@ static int mode_remote;
 static int mode_forced_inproc;
 static int mode_known;
 
+/* fork: the child may inherit a lock another thread of the parent held
+ * (an RPC in flight, a device lookup). Daemon mode lets a child use the
+ * library (its first call opens its own connection to uscmd), so the child
+ * starts with fresh locks; in-process mode does not support the child
+ * (docs/library.md). */
+static void child_after_fork(void)
+{
+	if (!mode_known || !mode_remote)
+		return;
+	pthread_mutex_init(&g.lock, NULL);
+	pthread_cond_init(&g.cond, NULL);
+	cmc_after_fork();
+}
+
+__attribute__((constructor)) static void mode_init(void)
+{
+	pthread_atfork(NULL, NULL, child_after_fork);
+}
+
 static void mode_decide(void)
 {
 	const char *m = getenv("USCM_MODE");

@@ -50,6 +50,8 @@ int cmc_uscm_get_stats(struct uscm_stats *out, size_t size);
 /* cma_remote()'s probe: connects to uscmd (USCM_SOCKET, else
  * /run/uscm/uscmd.sock); 1 when it answered (the connection is kept). */
 int cmc_probe(void);
+/* In a forked child: fresh locks (the parent's threads are gone). */
+void cmc_after_fork(void);
 /* ids this process holds in daemon mode (USCM_EXIT_REPORT) */
 unsigned cmc_live_ids(void);
 

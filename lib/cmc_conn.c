@@ -29,6 +29,13 @@ struct cmc_global cmc = {
 	.fd = -1,
 };
 
+void cmc_after_fork(void)
+{
+	pthread_mutex_init(&cmc.lock, NULL);
+	pthread_cond_init(&cmc.cond, NULL);
+	pthread_mutex_init(&cmc.call_lock, NULL);
+}
+
 const char *cmc_socket_path(void)
 {
 	const char *p = getenv("USCM_SOCKET");

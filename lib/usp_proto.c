@@ -81,6 +81,9 @@ int usp_check_request(const void *buf, size_t n)
 	if (n < sizeof(h))
 		return EBADMSG;
 	memcpy(&h, buf, sizeof(h));
+	/* only the RTU request may go unanswered (usp_proto.h) */
+	if ((h.op & USP_F_NOREPLY) && h.op != (USP_ESTABLISH | USP_F_NOREPLY))
+		return EPROTO;
 	h.op &= (uint16_t)~USP_F_NOREPLY;
 	if (h.ver != USP_VERSION || h.op == 0 || h.op >= USP_OP_MAX)
 		return EPROTO;

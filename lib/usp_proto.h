@@ -69,9 +69,10 @@ enum usp_op {
 	USP_EVENT = 0x100,      /* on a channel socket */
 	USP_REPLY = 0x8000,     /* | the request's op */
 	/* | a request's op: the client does not wait for an answer (the
-	 * daemon sends none; a failure is only counted). For steps whose
-	 * failure the application could not be told anyway (the RTU after
-	 * the QP is in RTS). */
+	 * daemon sends none; a failure is only counted). Only USP_ESTABLISH
+	 * (the RTU, once the QP is in RTS: its failure could not be told to
+	 * the application anyway); a malformed frame is answered whatever
+	 * its flags. */
 	USP_F_NOREPLY = 0x4000,
 };
 

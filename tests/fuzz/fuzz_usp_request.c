@@ -74,6 +74,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (size < sizeof(h))
 			abort();
 		memcpy(&h, f, sizeof(h));
+		/* only the RTU request may carry USP_F_NOREPLY */
+		if ((h.op & USP_F_NOREPLY) && h.op != (USP_ESTABLISH | USP_F_NOREPLY))
+			abort();
 		h.op &= (uint16_t)~USP_F_NOREPLY;
 		if (h.ver != USP_VERSION || h.len != size || size > USP_MAX_REQUEST)
 			abort();

@@ -193,6 +193,10 @@ Test(isolation, requests_for_others_ids_and_malformed_frames_change_nothing)
 		cr_expect_eq(raw_xfer(b, &h, sizeof(h), -1, NULL, 0), EPROTO, "bad version");
 		usp_hdr_init(&h, 0x7777, sizeof(h), 1, ha);
 		cr_expect_eq(raw_xfer(b, &h, sizeof(h), -1, NULL, 0), EPROTO, "unknown op");
+		/* "no answer wanted" only for the RTU request: anything else with
+		 * it is refused, and answered */
+		usp_hdr_init(&h, USP_QUERY | USP_F_NOREPLY, sizeof(h), 1, ha);
+		cr_expect_eq(raw_xfer(b, &h, sizeof(h), -1, NULL, 0), EPROTO, "no-reply query");
 		/* truncated: the header says more than came */
 		usp_hdr_init(&h, USP_BIND, sizeof(h) + sizeof(bind), 1, ha);
 		memcpy(junk, &h, sizeof(h));
