@@ -117,6 +117,16 @@ static void destroy_owned_cqs(struct cmc_id *id)
  * RTS for UD. */
 static int init_new_qp(struct cmc_id *id)
 {
+	if (id->id.qp_type != IBV_QPT_UD && id->req_qp.valid && !id->req_qp.s[0].err) {
+		/* a new id of a connection request: its event carried the INIT
+		 * attributes (no round trip to the daemon) */
+		struct ibv_qp_attr a = id->req_qp.s[0].attr;
+		int rc = ibv_modify_qp(id->id.qp, &a, id->req_qp.s[0].mask);
+
+		if (rc)
+			return cma_fail(rc > 0 ? rc : EINVAL);
+		return 0;
+	}
 	if (cmc_modify(id, IBV_QPS_INIT) < 0)
 		return -1;
 	if (id->id.qp_type == IBV_QPT_UD &&

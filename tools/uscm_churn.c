@@ -527,7 +527,10 @@ static void server_event(struct rdma_cm_event *ev)
 		c->deadline = UINT64_MAX; /* the client decides how long it takes */
 		if (rdma_accept(id, &cp)) {
 			vlog("rdma_accept: %s", strerror(errno));
-			conn_end(c, O_OTHER);
+			/* EINVAL: the client withdrew its request (REJ) before we
+			 * answered — its REJECTED event follows on this id */
+			if (errno != EINVAL)
+				conn_end(c, O_OTHER);
 		}
 		return;
 	}
