@@ -221,8 +221,8 @@ static void drop_client(struct usd_client *cl)
 	usd_client_free(cl);
 }
 
-/* One request from cl (its fd is readable). */
-static void serve(struct usd_client *cl)
+/* One request from cl; 1 when one was served, 0 when none was waiting. */
+static int serve(struct usd_client *cl)
 {
 	static uint8_t buf[USP_MAX_REQUEST + 1];
 	union {
@@ -241,10 +241,10 @@ static void serve(struct usd_client *cl)
 	mh.msg_controllen = sizeof(u.c);
 	n = recvmsg(cl->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC | MSG_TRUNC);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
+		return 0;
 	if (n <= 0) {
 		cl->dead = 1;
-		return;
+		return 0;
 	}
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
 		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
@@ -263,6 +263,7 @@ static void serve(struct usd_client *cl)
 	}
 	usd_client_request(cl, buf, (size_t)n > USP_MAX_REQUEST ? USP_MAX_REQUEST : (size_t)n, fd_in,
 			   (size_t)n > USP_MAX_REQUEST || (mh.msg_flags & MSG_CTRUNC));
+	return 1;
 }
 
 int main(int argc, char **argv)
@@ -403,8 +404,10 @@ int main(int argc, char **argv)
 					ep_add(nc->ec->fd, TAG_EV, nc);
 				}
 			} else if (tag == TAG_CMD) {
-				if (!cl->dead)
-					serve(cl);
+				/* a few requests per wake-up: a client's RTU request
+				 * (no answer) is followed by its next call */
+				for (int k = 0; k < 8 && !cl->dead && serve(cl); k++)
+					;
 			} else if (tag == TAG_EV) {
 				if (!cl->dead)
 					usd_client_events(cl);

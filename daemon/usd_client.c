@@ -273,7 +273,9 @@ void usd_client_events(struct usd_client *cl)
 
 	if (!f)
 		return;
-	while (!cl->dead && rdma_get_cm_event(cl->ec, &ev) == 0) {
+	/* cma_chan_pending first: an empty queue costs no syscall (the
+	 * library's rdma_get_cm_event would ask fcntl whether to block) */
+	while (!cl->dead && cma_chan_pending(cl->ec) && rdma_get_cm_event(cl->ec, &ev) == 0) {
 		struct usd_id *id, *lid = NULL;
 		int ud;
 

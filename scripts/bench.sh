@@ -9,6 +9,10 @@
 #  scale.txt/.csv       per-connection cost from 1k to 100k connections held by
 #                       one server process (4 client processes on 4 nodes: one
 #                       process has 28k ephemeral ports), no QPs, 1000 in flight
+#  daemon.txt/.csv      the same runs in-process and through uscmd (daemon mode,
+#                       issue 12): 1000 concurrent + 1000 serial with QPs; 1k and
+#                       10k from 4 client processes without QPs; daemon/in-process
+#                       ratios and uscmd's memory per connection
 #  cmtime.txt           Debian's unmodified `cmtime -c 1000` over uscm's
 #                       librdmacm on the simulated fabric
 #  perf-10k.txt         (with PROFILE=1) perf report of a 10k uscm run
@@ -41,6 +45,12 @@ echo "== uscm-bench: 100..10000 concurrent, 1000 serial" >&2
 echo "== scale: 1k..100k connections to one server, 4 client processes, no QPs, 1000 in flight" >&2
 "$B/bin/uscm-bench" -n 1000,10000,100000 --clients 4 --no-qp -w 250 -s 0 --mad 0 --engine 0 --no-tcp \
 	--csv "$out/scale.csv" | tee "$out/scale.txt"
+
+echo "== daemon mode: in-process vs uscmd, 1000 concurrent + 1000 serial, then 1k/10k from 4 processes" >&2
+"$B/bin/uscm-bench" -n 1000 -s 1000 --daemon --mad 0 --engine 0 --no-tcp \
+	--csv "$out/daemon.csv" | tee "$out/daemon.txt"
+"$B/bin/uscm-bench" -n 1000,10000 --clients 4 --no-qp -w 1000 -s 0 --daemon --mad 0 --engine 0 \
+	--no-tcp --csv "$out/daemon-scale.csv" | tee -a "$out/daemon.txt"
 
 echo "== Debian's cmtime -c 1000 on the fabric" >&2
 dir=$(mktemp -d /tmp/uscm-bench-cmtime.XXXXXX)
