@@ -106,31 +106,6 @@ static void qp_attrs_of(struct rdma_cm_id *cm, struct usp_qp_attrs *qa)
 
 /* ---- clients ------------------------------------------------------------------------------- */
 
-static int peer_privileged(pid_t pid, uid_t uid)
-{
-	char path[64], line[256];
-	FILE *f;
-	int ok = 0;
-
-	if (uid == 0)
-		return 1;
-	/* CAP_NET_BIND_SERVICE (bit 10) in the peer's effective set */
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long long cap;
-
-		if (sscanf(line, "CapEff: %llx", &cap) == 1) {
-			ok = (cap >> 10) & 1;
-			break;
-		}
-	}
-	fclose(f);
-	return ok;
-}
-
 struct usd_client *usd_client_new(int fd)
 {
 	struct usd_client *cl = calloc(1, sizeof(*cl));
@@ -147,7 +122,7 @@ struct usd_client *usd_client_new(int fd)
 	cl->pid = cr.pid;
 	cl->uid = cr.uid;
 	cl->gid = cr.gid;
-	cl->priv = peer_privileged(cr.pid, cr.uid);
+	cl->priv = cma_privileged(cr.pid, cr.uid);
 	cl->num = ++usd.next_client;
 	cl->ec = rdma_create_event_channel();
 	if (!cl->ec) {

@@ -372,43 +372,6 @@ CMA_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *cm_id, struct ibv_qp_attr *q
 
 /* ---- QPs ------------------------------------------------------------------------------------ */
 
-static struct ibv_cq *make_cq(struct cma_id *id, int size, struct ibv_comp_channel **ch)
-{
-	struct ibv_cq *cq;
-
-	*ch = ibv_create_comp_channel(id->id.verbs);
-	if (!*ch)
-		return NULL;
-	/* CQ context = the id: rdma_get_send_comp / recv_comp check it. */
-	cq = ibv_create_cq(id->id.verbs, size > 0 ? size : 1, id, *ch, 0);
-	if (!cq) {
-		int e = errno;
-		ibv_destroy_comp_channel(*ch);
-		*ch = NULL;
-		errno = e;
-	}
-	return cq;
-}
-
-static void destroy_owned_cqs(struct cma_id *id)
-{
-	if (id->own_recv_cq && id->id.recv_cq) {
-		ibv_destroy_cq(id->id.recv_cq);
-		id->id.recv_cq = NULL;
-		if (id->id.recv_cq_channel)
-			ibv_destroy_comp_channel(id->id.recv_cq_channel);
-		id->id.recv_cq_channel = NULL;
-	}
-	if (id->own_send_cq && id->id.send_cq) {
-		ibv_destroy_cq(id->id.send_cq);
-		id->id.send_cq = NULL;
-		if (id->id.send_cq_channel)
-			ibv_destroy_comp_channel(id->id.send_cq_channel);
-		id->id.send_cq_channel = NULL;
-	}
-	id->own_recv_cq = id->own_send_cq = 0;
-}
-
 static struct ibv_pd *default_pd(struct cma_id *id)
 {
 	struct cma_dev *d = id_dev(id);
@@ -431,84 +394,25 @@ static int init_new_qp(struct cma_id *id)
 	return 0;
 }
 
+static struct ibv_pd *ops_default_pd(struct rdma_cm_id *cm_id)
+{
+	return default_pd(cma_id_of(cm_id)); /* g.lock held by the caller */
+}
+
+static int ops_init(struct rdma_cm_id *cm_id)
+{
+	return init_new_qp(cma_id_of(cm_id));
+}
+
+static const struct cma_qp_ops qp_ops = { ops_default_pd, ops_init };
+
 static int create_qp_common(struct cma_id *id, struct ibv_qp_init_attr_ex *attr, int use_ex)
 {
-	struct ibv_qp *qp;
-	int made_send = 0, made_recv = 0, e;
-
 	if (!id->id.verbs || !id->port)
 		return cma_fail(EINVAL);
 	if (id->id.qp)
 		return cma_fail(EINVAL);
-	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
-		attr->pd = id->id.pd ? id->id.pd : default_pd(id);
-		attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
-		if (!attr->pd)
-			return cma_fail(ENOMEM);
-	}
-	if (attr->pd->context != id->id.verbs)
-		return cma_fail(EINVAL);
-	if (!attr->send_cq) {
-		if (!id->id.send_cq) {
-			id->id.send_cq = make_cq(id, (int)attr->cap.max_send_wr, &id->id.send_cq_channel);
-			if (!id->id.send_cq)
-				goto fail;
-			id->own_send_cq = made_send = 1;
-		}
-		attr->send_cq = id->id.send_cq;
-	}
-	if (!attr->recv_cq) {
-		if (!id->id.recv_cq) {
-			id->id.recv_cq = make_cq(id, (int)attr->cap.max_recv_wr, &id->id.recv_cq_channel);
-			if (!id->id.recv_cq)
-				goto fail;
-			id->own_recv_cq = made_recv = 1;
-		}
-		attr->recv_cq = id->id.recv_cq;
-	}
-	if (!attr->srq && id->id.srq)
-		attr->srq = id->id.srq;
-	if (use_ex) {
-		qp = ibv_create_qp_ex(id->id.verbs, attr);
-	} else {
-		struct ibv_qp_init_attr ia;
-
-		memset(&ia, 0, sizeof(ia));
-		ia.qp_context = attr->qp_context;
-		ia.send_cq = attr->send_cq;
-		ia.recv_cq = attr->recv_cq;
-		ia.srq = attr->srq;
-		ia.cap = attr->cap;
-		ia.qp_type = attr->qp_type;
-		ia.sq_sig_all = attr->sq_sig_all;
-		qp = ibv_create_qp(attr->pd, &ia);
-		if (qp)
-			attr->cap = ia.cap;
-	}
-	if (!qp)
-		goto fail;
-	id->id.qp = qp;
-	if (init_new_qp(id) < 0) {
-		e = errno;
-		ibv_destroy_qp(qp);
-		id->id.qp = NULL;
-		errno = e;
-		goto fail;
-	}
-	if (!id->id.pd)
-		id->id.pd = attr->pd;
-	return 0;
-fail:
-	e = errno ? errno : ENOMEM;
-	if (made_send || made_recv) {
-		int s = id->own_send_cq, r = id->own_recv_cq;
-		id->own_send_cq = made_send;
-		id->own_recv_cq = made_recv;
-		destroy_owned_cqs(id);
-		id->own_send_cq = made_send ? 0 : s;
-		id->own_recv_cq = made_recv ? 0 : r;
-	}
-	return cma_fail(e);
+	return cma_qp_create(&id->id, attr, use_ex, &id->own, &qp_ops);
 }
 
 CMA_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *cm_id, struct ibv_qp_init_attr_ex *attr)
@@ -537,25 +441,12 @@ CMA_EXPORT int rdma_create_qp(struct rdma_cm_id *cm_id, struct ibv_pd *pd,
 
 	if (!id || !qp_init_attr)
 		return cma_fail(EINVAL);
-	memset(&ax, 0, sizeof(ax));
-	ax.qp_context = qp_init_attr->qp_context;
-	ax.send_cq = qp_init_attr->send_cq;
-	ax.recv_cq = qp_init_attr->recv_cq;
-	ax.srq = qp_init_attr->srq;
-	ax.cap = qp_init_attr->cap;
-	ax.qp_type = qp_init_attr->qp_type;
-	ax.sq_sig_all = qp_init_attr->sq_sig_all;
-	ax.pd = pd;
-	ax.comp_mask = pd ? IBV_QP_INIT_ATTR_PD : 0;
+	cma_qp_attr_ex(qp_init_attr, pd, &ax);
 	pthread_mutex_lock(&g.lock);
 	rc = create_qp_common(id, &ax, 0);
 	pthread_mutex_unlock(&g.lock);
-	if (!rc) {
-		qp_init_attr->send_cq = ax.send_cq;
-		qp_init_attr->recv_cq = ax.recv_cq;
-		qp_init_attr->srq = ax.srq;
-		qp_init_attr->cap = ax.cap;
-	}
+	if (!rc)
+		cma_qp_attr_back(&ax, qp_init_attr);
 	return rc;
 }
 
@@ -575,7 +466,7 @@ CMA_EXPORT void rdma_destroy_qp(struct rdma_cm_id *cm_id)
 		ibv_destroy_qp(id->id.qp);
 		id->id.qp = NULL;
 	}
-	destroy_owned_cqs(id);
+	cma_qp_destroy_owned_cqs(&id->id, &id->own);
 	pthread_mutex_unlock(&g.lock);
 }
 
@@ -584,42 +475,14 @@ CMA_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *cm_id, struct ibv_srq_init_
 	if (cma_remote())
 		return cmc_create_srq_ex(cm_id, attr);
 	struct cma_id *id = cma_id_of(cm_id);
-	struct ibv_srq_init_attr ia;
-	struct ibv_srq *srq;
-	struct ibv_pd *pd;
+	int rc;
 
 	if (!id || !attr)
 		return cma_fail(EINVAL);
 	pthread_mutex_lock(&g.lock);
-	if (!id->id.verbs || id->id.srq) {
-		pthread_mutex_unlock(&g.lock);
-		return cma_fail(EINVAL);
-	}
-	pd = (attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) && attr->pd ? attr->pd
-		: id->id.pd ? id->id.pd : default_pd(id);
-	if (!pd) {
-		pthread_mutex_unlock(&g.lock);
-		return cma_fail(ENOMEM);
-	}
-	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC) {
-		pthread_mutex_unlock(&g.lock);
-		return cma_fail(ENOSYS); /* XRC SRQs: not in this phase */
-	}
-	memset(&ia, 0, sizeof(ia));
-	ia.srq_context = attr->srq_context;
-	ia.attr = attr->attr;
-	srq = ibv_create_srq(pd, &ia);
-	if (!srq) {
-		int e = errno;
-		pthread_mutex_unlock(&g.lock);
-		return cma_fail(e ? e : ENOMEM);
-	}
-	attr->attr = ia.attr;
-	id->id.srq = srq;
-	if (!id->id.pd)
-		id->id.pd = pd;
+	rc = cma_srq_create(&id->id, attr, &qp_ops);
 	pthread_mutex_unlock(&g.lock);
-	return 0;
+	return rc;
 }
 
 CMA_EXPORT int rdma_create_srq(struct rdma_cm_id *cm_id, struct ibv_pd *pd,
@@ -903,10 +766,8 @@ CMA_EXPORT int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **o
 	if (rdma_get_cm_event(listen->channel, &ev) < 0)
 		return -1;
 	if (ev->status || ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
-		int e = ev->event == RDMA_CM_EVENT_REJECTED ? ECONNREFUSED
-			: ev->status < 0 ? -ev->status : ev->status ? ev->status : EINVAL;
 		listen->event = ev;
-		return cma_fail(e);
+		return cma_fail(cma_event_errno(ev));
 	}
 	nid = cma_id_of(ev->id);
 	if (lid->ep_qp_attr) {

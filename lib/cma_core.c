@@ -928,12 +928,16 @@ int cma_sync_wait(struct cma_id *id)
 	if (rdma_get_cm_event(id->id.channel, &ev) < 0)
 		return -1;
 	id->id.event = ev;
-	if (ev->status) {
-		if (ev->event == RDMA_CM_EVENT_REJECTED)
-			return cma_fail(ECONNREFUSED);
-		return cma_fail(ev->status < 0 ? -ev->status : ev->status);
-	}
+	if (ev->status)
+		return cma_fail(cma_event_errno(ev));
 	return 0;
+}
+
+int cma_event_errno(const struct rdma_cm_event *ev)
+{
+	if (ev->event == RDMA_CM_EVENT_REJECTED)
+		return ECONNREFUSED;
+	return ev->status < 0 ? -ev->status : ev->status ? ev->status : EINVAL;
 }
 
 /* USCM_EXIT_REPORT: what is still alive at exit, on stderr, for leak checks

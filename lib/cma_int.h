@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
 
@@ -39,6 +40,27 @@
 #define CMA_REJ_VENDOR_OPTION_NOT_SUPPORTED 35
 #define CMA_REJ_INVALID_SERVICE_ID 8
 #define CMA_HDR_PDATA (CMP_REQ_PDATA - CMP_CMA_HDR_SIZE) /* 56 */
+
+/* ---- cma_qp.c: the application's QP, CQs and SRQ, both modes ------------ */
+struct cma_qp_own {
+	int send_cq, recv_cq;       /* the library made them (rdma_destroy_qp frees) */
+};
+struct cma_qp_ops {
+	/* the device's default PD (created on first use) */
+	struct ibv_pd *(*default_pd)(struct rdma_cm_id *id);
+	/* moves the fresh id->qp where the rdma_cm leaves it: INIT for
+	 * connected QPs, RTS for UD */
+	int (*init)(struct rdma_cm_id *id);
+};
+int cma_qp_create(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr, int use_ex,
+		  struct cma_qp_own *own, const struct cma_qp_ops *ops);
+void cma_qp_destroy_owned_cqs(struct rdma_cm_id *id, struct cma_qp_own *own);
+/* rdma_create_qp's ibv_qp_init_attr to the _ex form and back */
+void cma_qp_attr_ex(const struct ibv_qp_init_attr *a, struct ibv_pd *pd,
+		    struct ibv_qp_init_attr_ex *ax);
+void cma_qp_attr_back(const struct ibv_qp_init_attr_ex *ax, struct ibv_qp_init_attr *a);
+int cma_srq_create(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *attr,
+		   const struct cma_qp_ops *ops);
 
 struct cma_dev;
 struct cma_id;
@@ -207,7 +229,7 @@ struct cma_id {
 	unsigned nsvcs;
 	int backlog, backlog_used;
 	/* resources the library created (destroyed by rdma_destroy_qp) */
-	int own_send_cq, own_recv_cq;
+	struct cma_qp_own own;
 	/* rdma_create_ep (passive): what rdma_get_request puts on new ids */
 	struct ibv_qp_init_attr *ep_qp_attr;
 	/* rdma_resolve_addrinfo: the request in flight, the last answer */
@@ -253,6 +275,11 @@ int cma_remote_known(void);
 void cma_force_inproc(void);
 /* May the caller bind a port below 1024 (root or CAP_NET_BIND_SERVICE)? */
 int cma_caller_privileged(void);
+/* The same for process pid (0: this one) running as uid (uscmd's clients). */
+int cma_privileged(pid_t pid, uid_t uid);
+/* The errno a synchronous call returns for its event's failure
+ * (REJECTED: ECONNREFUSED; otherwise the status as a positive errno). */
+int cma_event_errno(const struct rdma_cm_event *ev);
 /* Queues an event of any type on the id's channel (uscmd: events a client
  * posts for itself, ADDRINFO_* and USER). 0 or -1/errno. */
 int cma_post_event(struct rdma_cm_id *cm_id, enum rdma_cm_event_type t, int status,

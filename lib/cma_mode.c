@@ -80,16 +80,21 @@ void cma_force_inproc(void)
 	pthread_once(&mode_once, mode_decide);
 }
 
-/* CAP_NET_BIND_SERVICE is bit 10 of the effective capability set. */
-static int self_privileged(void)
+/* uid 0, or CAP_NET_BIND_SERVICE (bit 10) in the effective capability
+ * set of process pid (0: this one). */
+int cma_privileged(pid_t pid, uid_t uid)
 {
-	char line[256];
+	char path[64], line[256];
 	FILE *f;
 	int ok = 0;
 
-	if (geteuid() == 0)
+	if (uid == 0)
 		return 1;
-	f = fopen("/proc/self/status", "re");
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/status");
+	f = fopen(path, "re");
 	if (!f)
 		return 0;
 	while (fgets(line, sizeof(line), f)) {
@@ -108,5 +113,5 @@ int cma_caller_privileged(void)
 {
 	if (g.caller_priv >= 0)
 		return g.caller_priv;
-	return self_privileged();
+	return cma_privileged(0, geteuid());
 }

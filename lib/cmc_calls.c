@@ -224,10 +224,8 @@ int cmc_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **out)
 	if (cmc_get_cm_event(listen->channel, &ev) < 0)
 		return -1;
 	if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST || ev->status) {
-		int e = ev->event == RDMA_CM_EVENT_REJECTED ? ECONNREFUSED
-			: ev->status < 0 ? -ev->status : ev->status ? ev->status : EINVAL;
 		listen->event = ev;
-		return cma_fail(e);
+		return cma_fail(cma_event_errno(ev));
 	}
 	nid = cmc_id_of(ev->id);
 	if (lid->ep_qp_attr) {

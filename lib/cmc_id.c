@@ -610,10 +610,7 @@ int cmc_sync_wait(struct cmc_id *id)
 	if (cmc_get_cm_event(id->id.channel, &ev) < 0)
 		return -1;
 	id->id.event = ev;
-	if (ev->status) {
-		if (ev->event == RDMA_CM_EVENT_REJECTED)
-			return cma_fail(ECONNREFUSED);
-		return cma_fail(ev->status < 0 ? -ev->status : ev->status);
-	}
+	if (ev->status)
+		return cma_fail(cma_event_errno(ev));
 	return 0;
 }

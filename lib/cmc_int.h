@@ -22,6 +22,7 @@
 
 #include <rdma/rdma_cma.h>
 
+#include "lib/cma_int.h"
 #include "lib/usp_proto.h"
 
 struct cmc_id;
@@ -57,7 +58,7 @@ struct cmc_id {
 	struct ibv_sa_path_rec path;    /* id.route.path_rec points here */
 	unsigned events_out;            /* handed out, not acked */
 	int removed;                    /* DEVICE_REMOVAL delivered (daemon gone) */
-	int own_send_cq, own_recv_cq;
+	struct cma_qp_own own;          /* CQs the library made (lib/cma_qp.c) */
 	struct cmc_mc *mcs;
 	struct ibv_qp_init_attr *ep_qp_attr;    /* rdma_create_ep, passive */
 	/* rdma_resolve_addrinfo */

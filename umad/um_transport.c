@@ -116,11 +116,22 @@ int um_port_open(const char *ca_name, int port_num, unsigned agents, struct um_p
 		goto fail;
 	}
 	um_capture_init(p->info.roce);
+	errno = 0;
 	p->portid = umad_open_port(ca_name, port_num);
 	if (p->portid < 0) {
-		e = -p->portid > 0 ? -p->portid : ENODEV;
-		set_err(err, errlen, "libibumad: cannot open %s:%d (%s)", ca_name, port_num,
-			strerror(e));
+		/* libibumad returns -EIO when open(/dev/infiniband/umadN) fails and
+		 * leaves the cause in errno: say it, and what to do about it */
+		int oe = errno;
+
+		e = oe == EACCES || oe == EPERM ? oe : -p->portid > 0 ? -p->portid : ENODEV;
+		if (e == EACCES || e == EPERM)
+			set_err(err, errlen,
+				"libibumad: cannot open %s:%d: %s: the umad devices are root-only;"
+				" run the CM as a host service (uscmd, docs/operators.md) or as root",
+				ca_name, port_num, strerror(e));
+		else
+			set_err(err, errlen, "libibumad: cannot open %s:%d (%s)", ca_name, port_num,
+				strerror(e));
 		p->portid = -1;
 		goto fail;
 	}

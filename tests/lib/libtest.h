@@ -218,9 +218,9 @@ static inline const char *lt_util_env(void)
 #endif
 	if (lt_daemon) {
 		/* last: a command, not an assignment */
-		size_t n = strlen(buf);
+		size_t end = strlen(buf);
 
-		snprintf(buf + n, sizeof(buf) - n, " %s/nodeenv", lt_dir);
+		snprintf(buf + end, sizeof(buf) - end, " %s/nodeenv", lt_dir);
 	}
 	free(asan);
 	free(ubsan);
