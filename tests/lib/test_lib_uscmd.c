@@ -791,16 +791,19 @@ Test(unpriv, rping_as_nobody_through_the_daemon)
 
 Test(unpriv, in_process_mode_as_nobody_fails_clearly)
 {
-	char *out = NULL;
+	char *out = NULL, env[4096];
 	int st;
 
 	if (lt_sh(NULL, "command -v rping >/dev/null") != 0)
 		cr_skip_test("rping (Debian rdmacm-utils) is not installed");
 	unpriv_start();
-	st = lt_sh(&out,
-		   "USCM_SIM_NODE=node1 USCM_MODE=inproc LD_LIBRARY_PATH='%s/lib:%s/sim/lib' USCM_SIM_DIR='%s'"
-		   " %s timeout 20 rping -c -a 127.10.0.2 -C 1 2>&1",
-		   lt_build(), lt_build(), getenv("USCM_SIM_DIR"), NOBODY);
+	/* the environment of an unmodified binary (ASan preloads included)
+	 * without the daemon-mode wrapper */
+	lt_daemon = 0;
+	snprintf(env, sizeof(env), "%s", lt_util_env());
+	lt_daemon = 1;
+	st = lt_sh(&out, "USCM_SIM_NODE=node1 USCM_MODE=inproc %s %s timeout 20 rping -c -a 127.10.0.2 -C 1 2>&1",
+		   env, NOBODY);
 	cr_expect_neq(st, 0, "rping in-process as nobody exited 0:\n%s", out);
 	cr_expect(strstr(out, "Permission denied") && strstr(out, "uscmd"),
 		  "no clear word about umad access and what to do:\n%s", out);
