@@ -747,6 +747,10 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		break;
 	}
 	g.caller_priv = -1;
+	/* events the call queued (a user event, a synchronous failure) reach
+	 * the channel before the call returns, as with the kernel's queue */
+	if (!cl->dead)
+		usd_client_events(cl);
 	reply(cl, h.op, h.seq, err, &r, rlen);
 }
 

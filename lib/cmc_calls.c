@@ -181,8 +181,20 @@ int cmc_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *param)
 
 	if (!id)
 		return cma_fail(EINVAL);
-	if (conn_body(id, param, &b) < 0 && id->id.qp_type != IBV_QPT_UD)
+	if (id->id.qp_type == IBV_QPT_UD) {
+		/* a SIDR_REQ: only the private data is the caller's (no QP needed) */
+		memset(&b, 0, sizeof(b));
+		if (param) {
+			if (param->private_data_len && !param->private_data)
+				return cma_fail(EINVAL);
+			b.has_param = 1;
+			b.pdata_len = param->private_data_len;
+			if (b.pdata_len)
+				memcpy(b.pdata, param->private_data, b.pdata_len);
+		}
+	} else if (conn_body(id, param, &b) < 0) {
 		return -1;
+	}
 	if (call_id(id, USP_CONNECT, &b, offsetof(struct usp_conn, pdata) + b.pdata_len) < 0)
 		return -1;
 	return cmc_sync_wait(id);

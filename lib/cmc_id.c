@@ -20,6 +20,8 @@
 #include "lib/cmc.h"
 #include "lib/cmc_int.h"
 
+static void skip_stale(struct cmc_chan *c);
+
 /* ---- the handle table ------------------------------------------------------------- */
 
 static unsigned slot_of(uint32_t h, unsigned sz)
@@ -164,6 +166,11 @@ static void chan_free(struct cmc_chan *c)
 	pthread_mutex_lock(&cmc.lock);
 	waiters = c->waiters;
 	c->dead = 1;
+	/* ids still naming it (the user destroyed the channel first) */
+	for (unsigned i = 0; i < cmc.tabsz; i++)
+		for (struct cmc_id *x = cmc.tab[i]; x; x = x->hnext)
+			if (x->chan == c)
+				x->chan = NULL;
 	pthread_mutex_unlock(&cmc.lock);
 	if (!c->eof && cmc_gen_live(c->gen) == 0)
 		cmc_call(USP_CHAN_DESTROY, 0, &b, sizeof(b), NULL, 0, -1, NULL);
@@ -288,6 +295,8 @@ int cmc_destroy_id(struct rdma_cm_id *cm_id)
 		pthread_cond_wait(&cmc.cond, &cmc.lock);
 	tab_remove(id);
 	pthread_mutex_unlock(&cmc.lock);
+	if (!id->sync && id->chan)
+		skip_stale(id->chan);
 	while (id->mcs) {
 		struct cmc_mc *m = id->mcs;
 
@@ -336,12 +345,35 @@ int cmc_migrate_id(struct rdma_cm_id *cm_id, struct rdma_event_channel *channel)
 	id->id.channel = &nc->ch;
 	id->sync = nc->sync;
 	pthread_mutex_unlock(&cmc.lock);
-	if (old->sync)
+	if (old && old->sync)
 		chan_free(old);
 	return 0;
 }
 
 /* ---- events ----------------------------------------------------------------------------- */
+
+/* Frames at the head of the channel for ids already destroyed here are
+ * dropped now, so the fd stays readable only while an event for a live id
+ * waits (as a destroyed id's events leave the kernel's queue). Only while
+ * no other thread reads the channel (it could take the frame between the
+ * peek and the read); a request for a gone listener is left to
+ * rdma_get_cm_event, which tells the daemon. */
+static void skip_stale(struct cmc_chan *c)
+{
+	struct usp_event f;
+
+	pthread_mutex_lock(&cmc.lock);
+	while (!c->waiters && !c->eof && !c->dead) {
+		ssize_t r = recv(c->ch.fd, &f, sizeof(f), MSG_PEEK | MSG_DONTWAIT);
+
+		if (r != (ssize_t)sizeof(f) || f.h.op != USP_EVENT ||
+		    f.event == RDMA_CM_EVENT_CONNECT_REQUEST || cmc_id_find(f.h.id))
+			break;
+		if (recv(c->ch.fd, &f, sizeof(f), MSG_DONTWAIT) != (ssize_t)sizeof(f))
+			break;
+	}
+	pthread_mutex_unlock(&cmc.lock);
+}
 
 static struct cmc_event *ev_new(struct cmc_id *owner, enum rdma_cm_event_type t, int status)
 {
@@ -577,6 +609,8 @@ int cmc_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **
 		pthread_mutex_lock(&cmc.lock);
 		e->owner->events_out++;
 		pthread_mutex_unlock(&cmc.lock);
+		if (!c->eof)
+			skip_stale(c);
 		*event = &e->ev;
 		return 0;
 	}

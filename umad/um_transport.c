@@ -148,7 +148,8 @@ int um_port_open(const char *ca_name, int port_num, unsigned agents, struct um_p
 			set_err(err, errlen,
 				"cannot own the CM class (0x07) on %s port %d (umad_register: %s): "
 				"the kernel's ib_cm (loaded with rdma_cm / ib_ucm) or another process "
-				"already serves it; one process owns a port's CM agent",
+				"already serves it; one process owns a port's CM agent (uscmd shares"
+				" it between processes: docs/operators.md)",
 				ca_name, port_num, strerror(errno ? errno : EBUSY));
 			p->agent[UM_AGENT_CM] = -1;
 			e = EBUSY;

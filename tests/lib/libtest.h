@@ -128,6 +128,49 @@ static inline void lt_fabric_stop(void)
 	unsetenv("USCM_MODE");
 }
 
+/* The test changed a CM knob (USCM_CM_*, USCM_SA_*) in its environment:
+ * in daemon mode the CM is the daemons', which read it when they start,
+ * so they start again with it (in-process mode reads it at the first call). */
+static inline void lt_knobs_changed(void)
+{
+	char *out = NULL;
+
+	if (!lt_daemon)
+		return;
+	for (int n = 1; n <= 2; n++) {
+		int rc = lt_sh(&out, "%s/uscm-sim uscmd --dir %s node%d restart 2>&1", lt_bin(),
+			       getenv("USCM_SIM_DIR"), n);
+
+		cr_assert_eq(rc, 0, "uscm-sim uscmd node%d restart: %s", n, out);
+		free(out);
+		out = NULL;
+	}
+}
+
+/* Node n has no CM (a "dead" node: nothing answers its MADs): in
+ * in-process mode that is a node no process of the test uses; in daemon
+ * mode its uscmd is stopped. */
+static inline void lt_node_without_cm(int n)
+{
+	char *out = NULL;
+
+	if (!lt_daemon)
+		return;
+	cr_assert_eq(lt_sh(&out, "%s/uscm-sim uscmd --dir %s node%d stop 2>&1", lt_bin(),
+			   getenv("USCM_SIM_DIR"), n),
+		     0, "%s", out);
+	free(out);
+}
+
+/* A test of in-process mode only (USCM_TEST_DAEMON=1 runs the suite through
+ * uscmd): why, as the skip's reason. */
+#define LT_INPROC_ONLY(why)                                                          \
+	do {                                                                         \
+		const char *d_ = getenv("USCM_TEST_DAEMON");                         \
+		if (d_ && atoi(d_))                                                  \
+			cr_skip_test("in-process mode only: %s", why);               \
+	} while (0)
+
 /* Become node n of the fabric (before the first rdma_* call). */
 static inline void lt_node(int n)
 {

@@ -296,6 +296,8 @@ Test(conn, dead_node_is_unreachable_within_bound)
 	 * 1 + 2 tries: about 0.4 s. */
 	setenv("USCM_CM_RESPONSE_TIMEOUT", "10", 1);
 	setenv("USCM_CM_RETRIES", "2", 1);
+	lt_knobs_changed();
+	lt_node_without_cm(2);
 	ch = rdma_create_event_channel();
 	cr_assert(ch);
 	id = client_route(ch, PORT);
@@ -514,6 +516,7 @@ Test(conn, synchronous_endpoints)
  * gets EBUSY (and a message on stderr saying why). */
 Test(conn, second_process_on_a_port_gets_ebusy)
 {
+	LT_INPROC_ONLY("one process per port is what uscmd lifts");
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id;
 	struct sockaddr_in any = lt_sin("0.0.0.0", PORT);

@@ -287,6 +287,7 @@ Test(mcast, sa_silence_is_multicast_error_etimedout)
 	uint64_t t0, dt;
 
 	setenv("USCM_SA_MCM_TIMEOUT_MS", "50", 1);
+	lt_knobs_changed();
 	cr_assert_eq(node_up(&n, "127.10.0.1", 0), 0);
 	cr_assert_eq(lt_sh(NULL, "%s/uscm-sim fault --dir %s 'drop=100%%,class=0x03' >/dev/null 2>&1",
 			   lt_bin(), getenv("USCM_SIM_DIR")), 0);

@@ -69,8 +69,12 @@ static char *pair_when(const char *link, const char *bin, const char *server,
 	for (int i = 0; i < 50; i++) {
 		free(out);
 		st = lt_sh(&out, "USCM_SIM_NODE=node1 %s timeout 60 %s 2>&1", lt_util_env(), client);
-		/* REJECTED (RC) / UNREACHABLE (UD): not listening yet. */
-		if (st == 0 || (!strstr(out, "REJECTED") && !strstr(out, "UNREACHABLE")) ||
+		/* REJECTED (RC) / UNREACHABLE (UD) / "Connection refused"
+		 * (rdma_client): not listening yet — through uscmd the
+		 * server's node answers at once, before its program listens. */
+		if (st == 0 ||
+		    (!strstr(out, "REJECTED") && !strstr(out, "UNREACHABLE") &&
+		     !strstr(out, "Connection refused")) ||
 		    strstr(out, "end 0"))
 			break;
 		usleep(100 * 1000);

@@ -284,6 +284,8 @@ Test(ud, dead_node_is_unreachable_within_bound)
 	/* SIDR tries of 1 << (14 - 8) = 64 ms, 1 + 2 of them: about 0.2 s. */
 	setenv("USCM_CM_RESPONSE_TIMEOUT", "14", 1);
 	setenv("USCM_CM_RETRIES", "2", 1);
+	lt_knobs_changed();
+	lt_node_without_cm(2);
 	ch = rdma_create_event_channel();
 	cr_assert(ch);
 	id = client_route(ch, RDMA_PS_UDP, PORT);
