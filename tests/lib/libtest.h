@@ -162,15 +162,6 @@ static inline void lt_node_without_cm(int n)
 	free(out);
 }
 
-/* A test of in-process mode only (USCM_TEST_DAEMON=1 runs the suite through
- * uscmd): why, as the skip's reason. */
-#define LT_INPROC_ONLY(why)                                                          \
-	do {                                                                         \
-		const char *d_ = getenv("USCM_TEST_DAEMON");                         \
-		if (d_ && atoi(d_))                                                  \
-			cr_skip_test("in-process mode only: %s", why);               \
-	} while (0)
-
 /* Become node n of the fabric (before the first rdma_* call). */
 static inline void lt_node(int n)
 {
