@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -150,6 +151,41 @@ static ssize_t stat_read(pid_t pid, char *buf, size_t cap)
 	return n;
 }
 
+/* 1 while a thread of pid is not yet a zombie. */
+static int threads_running(pid_t pid)
+{
+	char dir[64], path[512], buf[256];
+	struct dirent *e;
+	DIR *d;
+	int running = 0;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+	d = opendir(dir);
+	if (!d)
+		return 0;
+	while (!running && (e = readdir(d))) {
+		char *rp;
+		ssize_t n;
+		int fd;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/stat", dir, e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = 0;
+		rp = strrchr(buf, ')');
+		running = rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+	}
+	closedir(d);
+	return running;
+}
+
 int simf_pid_alive(pid_t pid)
 {
 	char buf[256], *rp;
@@ -158,10 +194,13 @@ int simf_pid_alive(pid_t pid)
 		return 0;
 	if (stat_read(pid, buf, sizeof(buf)) <= 0)
 		return !(kill(pid, 0) < 0 && errno != EPERM); /* no /proc: kill says */
-	/* a zombie is dead (PID 1 of a container may reap late or never) */
+	/* a zombie is dead (PID 1 of a container may reap late or never) —
+	 * once every thread is: a multi-threaded process's leader turns Z
+	 * while its other threads still exit, and its fds (a daemon's
+	 * listening socket) close only with the last of them */
 	rp = strrchr(buf, ')');
 	if (rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X'))
-		return 0;
+		return threads_running(pid);
 	return 1;
 }
 
