@@ -895,21 +895,10 @@ CMA_EXPORT int rdma_write_cm_event(struct rdma_cm_id *cm_id, enum rdma_cm_event_
 {
 	if (cma_remote())
 		return cmc_write_cm_event(cm_id, event, status, arg);
-	struct cma_id *id = cma_id_of(cm_id);
-	struct cma_event *e;
-
-	if (!id || event != RDMA_CM_EVENT_USER)
+	/* only USER events may be written (rdma_write_cm_event(3)) */
+	if (event != RDMA_CM_EVENT_USER)
 		return cma_fail(EINVAL);
-	pthread_mutex_lock(&g.lock);
-	e = cma_event_new(id, event, status);
-	if (!e) {
-		pthread_mutex_unlock(&g.lock);
-		return cma_fail(ENOMEM);
-	}
-	e->ev.param.arg = arg;
-	cma_event_queue(e);
-	pthread_mutex_unlock(&g.lock);
-	return 0;
+	return cma_post_event(cm_id, event, status, arg);
 }
 
 /* What librdmacm does for synchronous ids after each asynchronous call:
