@@ -345,13 +345,7 @@ static int modify(struct cma_id *id, enum ibv_qp_state target)
 
 void cma_qp_to_err(struct cma_id *id)
 {
-	struct ibv_qp_attr a;
-
-	if (!id->id.qp)
-		return;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_ERR;
-	ibv_modify_qp(id->id.qp, &a, IBV_QP_STATE);
+	cma_qp_to_error(id->id.qp);
 }
 
 CMA_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *cm_id, struct ibv_qp_attr *qp_attr,

@@ -55,6 +55,8 @@ struct cma_qp_ops {
 int cma_qp_create(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr, int use_ex,
 		  struct cma_qp_own *own, const struct cma_qp_ops *ops);
 void cma_qp_destroy_owned_cqs(struct rdma_cm_id *id, struct cma_qp_own *own);
+/* The QP (if any) to ERROR: the connection ended or is being torn down. */
+void cma_qp_to_error(struct ibv_qp *qp);
 /* rdma_create_qp's ibv_qp_init_attr to the _ex form and back */
 void cma_qp_attr_ex(const struct ibv_qp_init_attr *a, struct ibv_pd *pd,
 		    struct ibv_qp_init_attr_ex *ax);

@@ -29,6 +29,17 @@ static struct ibv_cq *make_cq(struct rdma_cm_id *id, int size, struct ibv_comp_c
 	return cq;
 }
 
+void cma_qp_to_error(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+
+	if (!qp)
+		return;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_ERR;
+	ibv_modify_qp(qp, &a, IBV_QP_STATE);
+}
+
 void cma_qp_destroy_owned_cqs(struct rdma_cm_id *id, struct cma_qp_own *own)
 {
 	if (own->recv_cq && id->recv_cq) {

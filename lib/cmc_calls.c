@@ -174,6 +174,27 @@ static int conn_body(struct cmc_id *id, const struct rdma_conn_param *p, struct 
 	return 0;
 }
 
+/* A UD id's SIDR_REQ (qpn 0) or SIDR_REP (qpn 1: the QP it answers with,
+ * the id's own or param->qp_num): the private data, and the QP number. */
+static int ud_body(struct cmc_id *id, const struct rdma_conn_param *p, int qpn,
+		   struct usp_conn *b)
+{
+	memset(b, 0, sizeof(*b));
+	if (p) {
+		if (p->private_data_len && !p->private_data)
+			return cma_fail(EINVAL);
+		b->has_param = 1;
+		b->pdata_len = p->private_data_len;
+		if (b->pdata_len)
+			memcpy(b->pdata, p->private_data, b->pdata_len);
+		if (qpn)
+			b->qp_num = p->qp_num;
+	}
+	if (qpn && id->id.qp)
+		b->qp_num = id->id.qp->qp_num;
+	return 0;
+}
+
 int cmc_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *param)
 {
 	struct cmc_id *id = cmc_id_of(cm_id);
@@ -183,15 +204,8 @@ int cmc_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *param)
 		return cma_fail(EINVAL);
 	if (id->id.qp_type == IBV_QPT_UD) {
 		/* a SIDR_REQ: only the private data is the caller's (no QP needed) */
-		memset(&b, 0, sizeof(b));
-		if (param) {
-			if (param->private_data_len && !param->private_data)
-				return cma_fail(EINVAL);
-			b.has_param = 1;
-			b.pdata_len = param->private_data_len;
-			if (b.pdata_len)
-				memcpy(b.pdata, param->private_data, b.pdata_len);
-		}
+		if (ud_body(id, param, 0, &b) < 0)
+			return -1;
 	} else if (conn_body(id, param, &b) < 0) {
 		return -1;
 	}
@@ -271,18 +285,8 @@ int cmc_accept(struct rdma_cm_id *cm_id, struct rdma_conn_param *param)
 		return cma_fail(EINVAL);
 	if (id->id.qp_type == IBV_QPT_UD) {
 		/* a SIDR_REP: no event follows on this side */
-		memset(&b, 0, sizeof(b));
-		if (param) {
-			if (param->private_data_len && !param->private_data)
-				return cma_fail(EINVAL);
-			b.has_param = 1;
-			b.qp_num = param->qp_num;
-			b.pdata_len = param->private_data_len;
-			if (b.pdata_len)
-				memcpy(b.pdata, param->private_data, b.pdata_len);
-		}
-		if (id->id.qp)
-			b.qp_num = id->id.qp->qp_num;
+		if (ud_body(id, param, 1, &b) < 0)
+			return -1;
 		if (call_id(id, USP_ACCEPT, &b, offsetof(struct usp_conn, pdata) + b.pdata_len) < 0)
 			return -1;
 		release_request(id);

@@ -51,13 +51,7 @@ int cmc_modify_with(struct cmc_id *id, const struct usp_qp_attrs *qa)
 
 void cmc_qp_to_err(struct cmc_id *id)
 {
-	struct ibv_qp_attr a;
-
-	if (!id->id.qp)
-		return;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_ERR;
-	ibv_modify_qp(id->id.qp, &a, IBV_QP_STATE);
+	cma_qp_to_error(id->id.qp);
 }
 
 static struct ibv_pd *default_pd(struct cmc_id *id)
