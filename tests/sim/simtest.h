@@ -26,6 +26,21 @@ static inline char *st_mkdtemp(void)
 	return d;
 }
 
+/* A fresh fabric directory for one test (st_mkdtemp): the fabric started
+ * in it dies with this process (USCM_SIM_WATCH_PID), and nothing inherited
+ * from the caller's environment points at another fabric or daemon. */
+static inline char *st_fixture_dir(void)
+{
+	char pid[32], *d = st_mkdtemp();
+
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	setenv("USCM_SIM_WATCH_PID", pid, 1);
+	unsetenv("USCM_SIM_DIR");
+	unsetenv("USCM_SIM_NODE");
+	unsetenv("USCM_SOCKET");
+	return d;
+}
+
 static inline void st_rmrf(const char *dir)
 {
 	char cmd[512];

@@ -20,14 +20,7 @@ static int g_lfd = -1;
 
 static void setup(void)
 {
-	char pid[32];
-
-	g_dir = st_mkdtemp();
-	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	setenv("USCM_SIM_WATCH_PID", pid, 1);
-	unsetenv("USCM_SIM_DIR");
-	unsetenv("USCM_SIM_NODE");
-	unsetenv("USCM_SOCKET");
+	g_dir = st_fixture_dir();
 }
 
 static void teardown(void)

@@ -19,13 +19,7 @@ static char g_err[64];
 
 static void setup(void)
 {
-	char pid[32];
-
-	g_dir = st_mkdtemp();
-	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	setenv("USCM_SIM_WATCH_PID", pid, 1);
-	unsetenv("USCM_SIM_DIR");
-	unsetenv("USCM_SIM_NODE");
+	g_dir = st_fixture_dir();
 	g_err[0] = 0;
 }
 
