@@ -205,38 +205,31 @@ int cmc_call(uint16_t op, uint32_t id, const void *body, size_t blen, void *rep,
 	     int pass_fd, size_t *got)
 {
 	uint8_t req[USP_MAX_REQUEST];
-	uint8_t *in;
+	uint8_t small[1024];    /* every reply but USP_STATUS's text fits: no allocation per call */
+	uint8_t *in = small;
 	struct usp_reply r;
 	size_t inmax = sizeof(r) + replen;
-	int fd, n, e;
+	int fd, n, err = 0;
 
 	if (sizeof(struct usp_hdr) + blen > sizeof(req))
 		return cma_fail(EMSGSIZE);
-	in = malloc(inmax < 256 ? 256 : inmax);
-	if (!in)
+	if (inmax > sizeof(small) && !(in = malloc(inmax)))
 		return cma_fail(ENOMEM);
+	if (inmax < sizeof(small))
+		inmax = sizeof(small);
 	pthread_mutex_lock(&cmc.call_lock);
 	fd = conn_get(op == USP_CHAN_CREATE || op == USP_STATS || op == USP_HELLO);
 	if (fd < 0) {
 		pthread_mutex_unlock(&cmc.call_lock);
-		free(in);
-		return cma_fail(ENODEV);
+		err = ENODEV;
+		goto out;
 	}
 	usp_hdr_init((struct usp_hdr *)req, op, sizeof(struct usp_hdr) + blen, ++cmc.seq, id);
 	if (blen)
 		memcpy(req + sizeof(struct usp_hdr), body, blen);
-	if (op & USP_F_NOREPLY) {
-		n = xfer(fd, req, sizeof(struct usp_hdr) + blen, pass_fd, NULL, 0);
-		if (n < 0) {
-			close(cmc.fd);
-			cmc.fd = -1;
-		}
-		pthread_mutex_unlock(&cmc.call_lock);
-		free(in);
-		return n < 0 ? cma_fail(ENODEV) : 0;
-	}
-	n = xfer(fd, req, sizeof(struct usp_hdr) + blen, pass_fd, in, inmax < 256 ? 256 : inmax);
-	if (n < (int)sizeof(r)) {
+	n = xfer(fd, req, sizeof(struct usp_hdr) + blen, pass_fd,
+		 op & USP_F_NOREPLY ? NULL : in, op & USP_F_NOREPLY ? 0 : inmax);
+	if (n < 0 || (!(op & USP_F_NOREPLY) && n < (int)sizeof(r))) {
 		/* the daemon is gone (or did not answer in time): this
 		 * generation's ids and channels die */
 		int timedout = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
@@ -247,24 +240,26 @@ int cmc_call(uint16_t op, uint32_t id, const void *body, size_t blen, void *rep,
 		close(cmc.fd);
 		cmc.fd = -1;
 		pthread_mutex_unlock(&cmc.call_lock);
-		free(in);
-		return cma_fail(timedout ? ETIMEDOUT : ENODEV);
+		err = timedout ? ETIMEDOUT : ENODEV;
+		goto out;
 	}
 	pthread_mutex_unlock(&cmc.call_lock);
+	if (op & USP_F_NOREPLY)
+		goto out; /* nothing comes back */
 	memcpy(&r, in, sizeof(r));
 	if (r.h.op != (USP_REPLY | op)) {
-		free(in);
-		return cma_fail(EPROTO);
+		err = EPROTO;
+	} else if (r.err) {
+		err = r.err;
+	} else {
+		if (rep)
+			memcpy(rep, in + sizeof(r),
+			       (size_t)n - sizeof(r) < replen ? (size_t)n - sizeof(r) : replen);
+		if (got)
+			*got = (size_t)n - sizeof(r);
 	}
-	if (r.err) {
-		e = r.err;
+out:
+	if (in != small)
 		free(in);
-		return cma_fail(e);
-	}
-	if (rep)
-		memcpy(rep, in + sizeof(r), (size_t)n - sizeof(r) < replen ? (size_t)n - sizeof(r) : replen);
-	if (got)
-		*got = (size_t)n - sizeof(r);
-	free(in);
-	return 0;
+	return err ? cma_fail(err) : 0;
 }
