@@ -15,9 +15,6 @@
 #include "lib/cmc.h"
 #include "lib/cmc_int.h"
 
-int cmc_create_id_qpt(struct rdma_event_channel *channel, struct rdma_cm_id **out,
-		      void *context, enum rdma_port_space ps, enum ibv_qp_type qpt);
-
 static int addr_len(const struct sockaddr *a)
 {
 	switch (a ? a->sa_family : AF_UNSPEC) {

@@ -223,8 +223,8 @@ static struct cmc_id *id_new(uint32_t handle, struct cmc_chan *c, void *context,
 	return id;
 }
 
-static int create_id_qpt(struct rdma_event_channel *channel, struct rdma_cm_id **out,
-			 void *context, enum rdma_port_space ps, enum ibv_qp_type qpt)
+int cmc_create_id_qpt(struct rdma_event_channel *channel, struct rdma_cm_id **out,
+		      void *context, enum rdma_port_space ps, enum ibv_qp_type qpt)
 {
 	struct cmc_chan *c = (struct cmc_chan *)channel;
 	struct usp_create_id b;
@@ -266,15 +266,7 @@ int cmc_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **out, v
 
 	if (ps != RDMA_PS_TCP && ps != RDMA_PS_UDP && ps != RDMA_PS_IB && ps != RDMA_PS_IPOIB)
 		return cma_fail(EINVAL);
-	return create_id_qpt(channel, out, context, ps, qpt);
-}
-
-int cmc_create_id_qpt(struct rdma_event_channel *channel, struct rdma_cm_id **out,
-		      void *context, enum rdma_port_space ps, enum ibv_qp_type qpt);
-int cmc_create_id_qpt(struct rdma_event_channel *channel, struct rdma_cm_id **out,
-		      void *context, enum rdma_port_space ps, enum ibv_qp_type qpt)
-{
-	return create_id_qpt(channel, out, context, ps, qpt);
+	return cmc_create_id_qpt(channel, out, context, ps, qpt);
 }
 
 int cmc_destroy_id(struct rdma_cm_id *cm_id)

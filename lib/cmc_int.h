@@ -107,6 +107,10 @@ struct cmc_id *cmc_id_find(uint32_t handle);    /* lock held */
 void cmc_apply_snap(struct cmc_id *id, const struct usp_snap *s);
 struct ibv_context *cmc_verbs_of(const struct usp_snap *s);
 struct cmc_chan *cmc_chan_new(int sync);
+/* rdma_create_id with the QP type given (rdma_create_ep's addrinfo may ask
+ * for UD in the IB port space) */
+int cmc_create_id_qpt(struct rdma_event_channel *channel, struct rdma_cm_id **out,
+		      void *context, enum rdma_port_space ps, enum ibv_qp_type qpt);
 int cmc_sync_wait(struct cmc_id *id);
 static inline struct cmc_id *cmc_id_of(struct rdma_cm_id *id)
 {
