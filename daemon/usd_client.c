@@ -779,15 +779,10 @@ size_t usd_status(char *buf, size_t size)
 	    (unsigned long long)s.rx_malformed, (unsigned long long)s.rx_stray,
 	    (unsigned long long)s.retransmits, (unsigned long long)s.timeouts);
 	{
-		size_t conns = 0, timers = 0;
+		size_t conns, timers;
 
 		pthread_mutex_lock(&g.lock);
-		for (int d = 0; d < g.ndevs; d++)
-			for (int i = 0; i < g.devs[d].nports; i++)
-				if (g.devs[d].ports[i].eng) {
-					conns += cmp_engine_conn_count(g.devs[d].ports[i].eng);
-					timers += cmp_engine_timer_count(g.devs[d].ports[i].eng);
-				}
+		cma_engine_totals_locked(&conns, &timers);
 		pthread_mutex_unlock(&g.lock);
 		OUT("engine: conns=%zu timers=%zu\n", conns, timers);
 	}

@@ -946,13 +946,19 @@ static void cma_exit_report(void)
 	}
 	for (struct cma_id *id = g.ids; id; id = id->next)
 		ids++;
+	cma_engine_totals_locked(&conns, &timers);
+	fprintf(stderr, "uscm: exit: ids=%u conns=%zu timers=%zu\n", ids, conns, timers);
+}
+
+void cma_engine_totals_locked(size_t *conns, size_t *timers)
+{
+	*conns = *timers = 0;
 	for (int d = 0; d < g.ndevs; d++)
 		for (int i = 0; i < g.devs[d].nports; i++)
 			if (g.devs[d].ports[i].eng) {
-				conns += cmp_engine_conn_count(g.devs[d].ports[i].eng);
-				timers += cmp_engine_timer_count(g.devs[d].ports[i].eng);
+				*conns += cmp_engine_conn_count(g.devs[d].ports[i].eng);
+				*timers += cmp_engine_timer_count(g.devs[d].ports[i].eng);
 			}
-	fprintf(stderr, "uscm: exit: ids=%u conns=%zu timers=%zu\n", ids, conns, timers);
 }
 
 /* At exit, say goodbye on the wire (DREQ for established connections, REJ

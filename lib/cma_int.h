@@ -311,6 +311,9 @@ void cma_kick(void);
 /* At exit the progress thread may hold g.lock for a moment: trylock for up
  * to ms milliseconds (0: once); 1 when locked. */
 int cma_lock_at_exit(unsigned ms);
+/* Connections and timers the ports' engines hold now (g.lock held):
+ * USCM_EXIT_REPORT, uscmd --status. */
+void cma_engine_totals_locked(size_t *conns, size_t *timers);
 void cma_kick_timers(void);              /* wake the progress thread */
 int cma_port_open(struct cma_port *p); /* the CM agent; 0 or -1/errno (message printed) */
 void cma_port_flush(struct cma_port *p); /* drain engine tx + events */
