@@ -410,16 +410,22 @@ static void on_mra(struct cmp_engine *e, const struct cmp_addr *src, const struc
 	struct cmp_conn *c = cmp_find_local(e, r->remote_comm_id);
 	cmp_time wait;
 
-	if (!c)
-		return stray(e, NULL, "drop MRA: unknown comm ID", now);
+	if (!c) {
+		stray(e, NULL, "drop MRA: unknown comm ID", now);
+		return;
+	}
 	/* An MRA of our REQ is matched by our comm ID alone, and we learn no
 	 * peer ID from it (as the kernel): the passive connection that sent it
 	 * may vanish and a retried REQ reach a new one with another ID, whose
 	 * REJ or REP must still be accepted. */
-	if (!src_ok(c, src))
-		return spoofed(e, c, "drop MRA: source mismatch", now);
-	if (r->message_mraed != MRA_MSG_REQ && c->remote_id && c->remote_id != r->local_comm_id)
-		return mismatch(e, c, "drop MRA: comm ID mismatch", now);
+	if (!src_ok(c, src)) {
+		spoofed(e, c, "drop MRA: source mismatch", now);
+		return;
+	}
+	if (r->message_mraed != MRA_MSG_REQ && c->remote_id && c->remote_id != r->local_comm_id) {
+		mismatch(e, c, "drop MRA: comm ID mismatch", now);
+		return;
+	}
 	/* The peer announced how long it needs: wait that long, uncapped by
 	 * max_timer_ns (IBTA 12.6.6), plus one normal try. */
 	wait = conv(r->service_timeout) + c->base_timeout;
@@ -432,7 +438,8 @@ static void on_mra(struct cmp_engine *e, const struct cmp_addr *src, const struc
 		if (c->state == CMP_REP_SENT)
 			cmp_set_state(e, c, CMP_MRA_REP_RCVD, "recv MRA for REP", now);
 	} else {
-		return stray(e, c, "drop MRA in this state", now);
+		stray(e, c, "drop MRA in this state", now);
+		return;
 	}
 	/* The peer needs longer: wait that long before the next try. */
 	cmp_timer_set(e, c, CMP_T_RETRY, now + wait);
@@ -459,20 +466,27 @@ static void on_rej(struct cmp_engine *e, const struct cmp_addr *src, const struc
 			guid = guid << 8 | r->ari[i];
 		c = cmp_find_remote(e, r->local_comm_id, guid);
 	}
-	if (!c)
-		return stray(e, NULL, "drop REJ: unknown comm ID", now);
-	if (!src_ok(c, src))
-		return spoofed(e, c, "drop REJ: source mismatch", now);
+	if (!c) {
+		stray(e, NULL, "drop REJ: unknown comm ID", now);
+		return;
+	}
+	if (!src_ok(c, src)) {
+		spoofed(e, c, "drop REJ: source mismatch", now);
+		return;
+	}
 	/* A REJ of our REQ names us by our comm ID only (its sender may have
 	 * had no connection: backlog full, no listener, stale) and acts only
 	 * while the REQ is unanswered: a late copy must not tear down the
 	 * connection a retried REQ has since made (kernel: cm_acquire_id with
 	 * remote ID 0). Other REJs must name the peer we know. */
 	if (r->message_rejected == REJ_MSG_REQ) {
-		if (c->state != CMP_REQ_SENT && c->state != CMP_MRA_REQ_RCVD)
-			return mismatch(e, c, "drop REJ of a REQ already answered", now);
+		if (c->state != CMP_REQ_SENT && c->state != CMP_MRA_REQ_RCVD) {
+			mismatch(e, c, "drop REJ of a REQ already answered", now);
+			return;
+		}
 	} else if (c->remote_id && r->local_comm_id && r->local_comm_id != c->remote_id) {
-		return mismatch(e, c, "drop REJ: comm ID mismatch", now);
+		mismatch(e, c, "drop REJ: comm ID mismatch", now);
+		return;
 	}
 	switch (c->state) {
 	case CMP_REQ_SENT:
@@ -491,7 +505,8 @@ static void on_rej(struct cmp_engine *e, const struct cmp_addr *src, const struc
 		timewait = 1;
 		break;
 	default:
-		return stray(e, c, "drop REJ in this state", now);
+		stray(e, c, "drop REJ in this state", now);
+		return;
 	}
 	struct cmp_event *ev = cmp_emit(e, c, CMP_EV_REJ_RECEIVED, now);
 	ev->reason = r->reason;
@@ -513,18 +528,24 @@ static void on_rep(struct cmp_engine *e, const struct cmp_addr *src, const struc
 	const struct cmp_cm_rep *r = &m->u.rep;
 	struct cmp_conn *c = cmp_find_local(e, r->remote_comm_id), *other;
 
-	if (!c)
-		return stray(e, NULL, "drop REP: unknown comm ID", now);
-	if (!src_ok(c, src))
-		return spoofed(e, c, "drop REP: source mismatch", now);
+	if (!c) {
+		stray(e, NULL, "drop REP: unknown comm ID", now);
+		return;
+	}
+	if (!src_ok(c, src)) {
+		spoofed(e, c, "drop REP: source mismatch", now);
+		return;
+	}
 	switch (c->state) {
 	case CMP_REQ_SENT:
 	case CMP_MRA_REQ_RCVD:
 		break;
 	case CMP_MRA_REP_SENT:
 	case CMP_ESTABLISHED:
-		if (r->local_comm_id != c->remote_id)
-			return mismatch(e, c, "drop REP: comm ID mismatch", now);
+		if (r->local_comm_id != c->remote_id) {
+			mismatch(e, c, "drop REP: comm ID mismatch", now);
+			return;
+		}
 		/* Our MRA or RTU was lost: say it again. */
 		e->st.rx_duplicate++;
 		cmp_trace_drop(e, c, "recv duplicate REP: resend", now);
@@ -532,16 +553,19 @@ static void on_rep(struct cmp_engine *e, const struct cmp_addr *src, const struc
 		return;
 	case CMP_REP_RCVD:
 		e->st.rx_duplicate++;
-		return cmp_trace_drop(e, c, "drop duplicate REP", now);
+		cmp_trace_drop(e, c, "drop duplicate REP", now);
+		return;
 	default:
-		return stray(e, c, "drop REP in this state", now);
+		stray(e, c, "drop REP in this state", now);
+		return;
 	}
 	other = cmp_find_qpn(e, r->local_qpn, r->local_ca_guid);
 	if (other && other != c) {
 		e->st.rx_stale++;
 		send_rej(e, NULL, &c->dst, m->hdr.tid, c->local_id, r->local_comm_id, REJ_MSG_REP,
 			 REJ_STALE_CONN, NULL, 0, NULL, 0);
-		return cmp_trace_drop(e, c, "recv REP for a QP already connected: REJ stale", now);
+		cmp_trace_drop(e, c, "recv REP for a QP already connected: REJ stale", now);
+		return;
 	}
 	cmp_timer_clear(e, c);
 	c->remote_id = r->local_comm_id;
@@ -615,7 +639,8 @@ static void on_rtu(struct cmp_engine *e, const struct cmp_addr *src, const struc
 	if (c->state != CMP_REP_SENT && c->state != CMP_MRA_REP_RCVD) {
 		if (c->state == CMP_ESTABLISHED)
 			e->st.rx_duplicate++;
-		return cmp_trace_drop(e, c, "drop RTU in this state", now);
+		cmp_trace_drop(e, c, "drop RTU in this state", now);
+		return;
 	}
 	cmp_timer_clear(e, c);
 	cmp_set_state(e, c, CMP_ESTABLISHED, "recv RTU", now);
@@ -638,10 +663,14 @@ static void on_dreq(struct cmp_engine *e, const struct cmp_addr *src, const stru
 		send_drep(e, NULL, &back, m->hdr.tid, r->remote_comm_id, r->local_comm_id, NULL, 0, 0);
 		return;
 	}
-	if (c->remote_id != r->local_comm_id || c->local_qpn != r->remote_qpn_eecn)
-		return mismatch(e, c, "drop DREQ: comm ID or QPN mismatch", now);
-	if (!src_ok(c, src))
-		return spoofed(e, c, "drop DREQ: source mismatch", now);
+	if (c->remote_id != r->local_comm_id || c->local_qpn != r->remote_qpn_eecn) {
+		mismatch(e, c, "drop DREQ: comm ID or QPN mismatch", now);
+		return;
+	}
+	if (!src_ok(c, src)) {
+		spoofed(e, c, "drop DREQ: source mismatch", now);
+		return;
+	}
 	/* Take the DREQ's TID only where the DREQ is answered: a DREQ dropped
 	 * in, say, REP_RCVD must not change the TID of the RTU or REJ that
 	 * still answers the REQ's transaction. */
@@ -668,9 +697,11 @@ static void on_dreq(struct cmp_engine *e, const struct cmp_addr *src, const stru
 		return;
 	case CMP_DREQ_RCVD:
 		e->st.rx_duplicate++;
-		return cmp_trace_drop(e, c, "drop duplicate DREQ", now);
+		cmp_trace_drop(e, c, "drop duplicate DREQ", now);
+		return;
 	default:
-		return stray(e, c, "drop DREQ in this state", now);
+		stray(e, c, "drop DREQ in this state", now);
+		return;
 	}
 	struct cmp_event *ev = cmp_emit(e, c, CMP_EV_DREQ_RECEIVED, now);
 	ev->src = *src;
@@ -688,7 +719,8 @@ static void on_drep(struct cmp_engine *e, const struct cmp_addr *src, const stru
 	if (c->state != CMP_DREQ_SENT) {
 		if (c->state == CMP_TIMEWAIT)
 			e->st.rx_duplicate++;
-		return cmp_trace_drop(e, c, "drop DREP in this state", now);
+		cmp_trace_drop(e, c, "drop DREP in this state", now);
+		return;
 	}
 	struct cmp_event *ev = cmp_emit(e, c, CMP_EV_DREP_RECEIVED, now);
 	ev->src = *src;
@@ -705,8 +737,10 @@ static void on_lap(struct cmp_engine *e, const struct cmp_addr *src, const struc
 
 	if (!c)
 		return;
-	if (c->state != CMP_ESTABLISHED)
-		return stray(e, c, "drop LAP in this state", now);
+	if (c->state != CMP_ESTABLISHED) {
+		stray(e, c, "drop LAP in this state", now);
+		return;
+	}
 	/* Path migration is not implemented: say so, as IBTA 12.8 asks. */
 	msg_init(&a, UMAD_CM_ATTR_APR, m->hdr.tid);
 	a.u.apr.local_comm_id = c->local_id;
@@ -731,7 +765,8 @@ static void on_sidr_req(struct cmp_engine *e, const struct cmp_addr *src,
 
 	if (cmp_map_get(&e->by_sidr, k)) {
 		e->st.rx_duplicate++;
-		return cmp_trace_drop(e, NULL, "drop duplicate SIDR_REQ", now);
+		cmp_trace_drop(e, NULL, "drop duplicate SIDR_REQ", now);
+		return;
 	}
 	l = cmp_listen_match(e, r->service_id);
 	if (!l || l->pending >= l->backlog || e->st.half_open >= e->s.max_pending ||
@@ -776,10 +811,14 @@ static void on_sidr_rep(struct cmp_engine *e, const struct cmp_addr *src,
 	const struct cmp_cm_sidr_rep *r = &m->u.sidr_rep;
 	struct cmp_conn *c = cmp_find_local(e, r->request_id);
 
-	if (!c || c->state != CMP_SIDR_REQ_SENT)
-		return stray(e, c, "drop SIDR_REP: no pending request", now);
-	if (!src_ok(c, src))
-		return spoofed(e, c, "drop SIDR_REP: source mismatch", now);
+	if (!c || c->state != CMP_SIDR_REQ_SENT) {
+		stray(e, c, "drop SIDR_REP: no pending request", now);
+		return;
+	}
+	if (!src_ok(c, src)) {
+		spoofed(e, c, "drop SIDR_REP: source mismatch", now);
+		return;
+	}
 	struct cmp_event *ev = cmp_emit(e, c, CMP_EV_SIDR_REP_RECEIVED, now);
 	ev->status = r->status;
 	ev->remote_qpn = r->qpn;
@@ -818,8 +857,10 @@ void cmp_on_timer(struct cmp_engine *e, struct cmp_conn *c, cmp_time now)
 	if (c->timer_kind == CMP_T_TIMEWAIT || c->state == CMP_TIMEWAIT) {
 		cmp_unindex(e, c);
 		cmp_set_state(e, c, CMP_IDLE, "timeout TIMEWAIT", now);
-		if (c->user_gone)
-			return cmp_conn_free(e, c);
+		if (c->user_gone) {
+			cmp_conn_free(e, c);
+			return;
+		}
 		cmp_emit(e, c, CMP_EV_TIMEWAIT_EXIT, now);
 		return;
 	}
