@@ -142,17 +142,11 @@ static struct {
 
 const char *cma_hosts_path(void)
 {
-	static char buf[512];
-	const char *p = getenv("USCM_HOSTS"), *sim;
+	const char *p = getenv("USCM_HOSTS");
 
-	if (p && *p)
-		return p;
-	sim = getenv("USCM_SIM_DIR");
-	if (sim && *sim) {
-		snprintf(buf, sizeof(buf), "%s/hosts", sim);
-		return buf;
-	}
-	return "/etc/rdma/ibacm_hosts.data";
+	/* The library does not know whether its fabric is simulated: uscm-sim
+	 * hands its hosts file over in USCM_HOSTS like any operator would. */
+	return p && *p ? p : "/etc/rdma/ibacm_hosts.data";
 }
 
 /* (Re)reads the file when its name, size or mtime changed. */

@@ -35,6 +35,7 @@ echo "== uscm-sim up: 2 nodes, InfiniBand, a uscmd per node, capture in $pcap"
 unset USCM_TRACE
 
 export USCM_SIM_DIR="$dir"
+export USCM_HOSTS="$dir/hosts"
 export LD_LIBRARY_PATH="$PWD/$B/lib:$PWD/$B/sim/lib"
 # node N's programs: its uscmd's socket (what `uscm-sim run --node N` sets)
 on() { local n=$1; shift; USCM_SIM_NODE=$n USCM_SOCKET="$dir/$n/uscmd.sock" "$@"; }

@@ -898,6 +898,7 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 
 		lib_path(lp, sizeof(lp));
 		printf("export USCM_SIM_DIR=%s\n", absdir);
+		printf("export USCM_HOSTS=%s/hosts\n", absdir);
 		printf("export LD_LIBRARY_PATH=%s\n", lp);
 		fflush(stdout);
 	}
@@ -1169,6 +1170,7 @@ static int cmd_env(const struct opts *o)
 	}
 	lib_path(lp, sizeof(lp));
 	printf("export USCM_SIM_DIR=%s\n", f->dir);
+	printf("export USCM_HOSTS=%s/hosts\n", f->dir);
 	printf("export LD_LIBRARY_PATH=%s\n", lp);
 	if (o->node) {
 		char sock[PATH_MAX];
@@ -1276,6 +1278,10 @@ static void set_env(const char *dir, const char *node, const char *sock)
 	}
 	setenv("LD_LIBRARY_PATH", lp, 1);
 	setenv("USCM_SIM_DIR", dir, 1);
+	/* the library's ibacm hosts file is the fabric's (the library itself
+	 * never reads USCM_SIM_DIR) */
+	snprintf(lp, sizeof(lp), "%s/hosts", dir);
+	setenv("USCM_HOSTS", lp, 1);
 	if (node)
 		setenv("USCM_SIM_NODE", node, 1);
 	if (sock && *sock)

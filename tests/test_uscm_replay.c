@@ -80,7 +80,7 @@ static int capture_env(const char *name, const char *link, const char *start, co
 	st = sh(&out,
 		RPING_ENV
 		"D='%s/%s'; %s/uscm-sim start --dir $D --nodes 2 --link %s --pcap $D.pcap --no-uscmd %s "
-		">/dev/null 2>&1 || exit 100; export USCM_SIM_DIR=$D; "
+		">/dev/null 2>&1 || exit 100; export USCM_SIM_DIR=$D USCM_HOSTS=$D/hosts; "
 		"(eval USCM_SIM_NODE=node2 $R %s timeout 60 rping -s -C 1 >$D.server 2>&1 &); "
 		/* the server has attached to node2, then a little time to listen */
 		"for i in $(seq 100); do %s/uscm-sim status --dir $D | grep -q ' node2 .*[0-9]$' "
@@ -396,7 +396,7 @@ Test(replay, live_client_against_rping_server)
 	int st = sh(&out,
 		    RPING_ENV
 		    "D='%s/simlive'; %s/uscm-sim start --dir $D --nodes 2 --link ib --no-uscmd >/dev/null 2>&1 "
-		    "|| exit 100; export USCM_SIM_DIR=$D; "
+		    "|| exit 100; export USCM_SIM_DIR=$D USCM_HOSTS=$D/hosts; "
 		    "(eval USCM_SIM_NODE=node2 $R timeout 60 rping -s -C 1 >$D.server 2>&1 &); "
 		    "for i in $(seq 100); do %s/uscm-sim status --dir $D | grep -q ' node2 .*[0-9]$' "
 		    "&& break; sleep 0.1; done; sleep 0.5; "
@@ -483,7 +483,7 @@ Test(replay, mutate_live_against_a_persistent_rping_server)
 	int st = sh(&out,
 		    RPING_ENV
 		    "D='%s/simmut'; %s/uscm-sim start --dir $D --nodes 2 --link ib --no-uscmd >/dev/null 2>&1 "
-		    "|| exit 100; export USCM_SIM_DIR=$D; "
+		    "|| exit 100; export USCM_SIM_DIR=$D USCM_HOSTS=$D/hosts; "
 		    "eval USCM_SIM_NODE=node2 $R timeout 60 rping -s -P >$D.server 2>&1 & pid=$!; "
 		    "for i in $(seq 100); do %s/uscm-sim status --dir $D | grep -q ' node2 .*[0-9]$' "
 		    "&& break; sleep 0.1; done; sleep 0.5; "

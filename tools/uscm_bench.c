@@ -158,7 +158,8 @@ static int sim_start(void)
 	sim_up = 1;
 	snprintf(d, sizeof(d), "%s/f", simdir);
 	setenv("USCM_SIM_DIR", d, 1);
-	unsetenv("USCM_HOSTS");
+	strncat(d, "/hosts", sizeof(d) - strlen(d) - 1);
+	setenv("USCM_HOSTS", d, 1);
 	return 0;
 }
 

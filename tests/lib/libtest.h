@@ -99,7 +99,8 @@ static inline void lt_fabric_start_opts(const char *link, int nodes, const char 
 	char d[512];
 	snprintf(d, sizeof(d), "%s/f", lt_dir);
 	setenv("USCM_SIM_DIR", d, 1);
-	unsetenv("USCM_HOSTS");
+	strncat(d, "/hosts", sizeof(d) - strlen(d) - 1);
+	setenv("USCM_HOSTS", d, 1);
 	if (lt_daemon) {
 		/* shell commands name their node in USCM_SIM_NODE; this wrapper
 		 * points USCM_SOCKET at that node's daemon (lt_util_env) */
@@ -239,8 +240,8 @@ static inline const char *lt_util_env(void)
 	 * REQ into the void (no agent, no answer): a short CM response timeout
 	 * (14: 67 ms) makes the REQ retry come within ~0.2 s, not ~4.4 s. */
 	snprintf(buf, sizeof(buf),
-		 "LD_LIBRARY_PATH='%s/lib:%s/sim/lib' USCM_SIM_DIR='%s' USCM_CM_RESPONSE_TIMEOUT=14",
-		 lt_build(), lt_build(), getenv("USCM_SIM_DIR"));
+		 "LD_LIBRARY_PATH='%s/lib:%s/sim/lib' USCM_SIM_DIR='%s' USCM_HOSTS='%s/hosts' USCM_CM_RESPONSE_TIMEOUT=14",
+		 lt_build(), lt_build(), getenv("USCM_SIM_DIR"), getenv("USCM_SIM_DIR"));
 #ifdef USCM_SANITIZED
 	/* The library is built with ASan/UBSan; rping is not: preload the
 	 * runtimes (rping's own leaks are not ours to report). */

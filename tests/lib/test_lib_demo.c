@@ -49,8 +49,8 @@ static void demo_pair(const char *link, int client_delay_ms, uint16_t port)
 
 	lt_fabric_start(link, 2);
 	int n = snprintf(env, sizeof(env),
-			 "LD_LIBRARY_PATH='%s/lib:%s/sim/lib' USCM_SIM_DIR='%s' USCM_CM_RESPONSE_TIMEOUT=14",
-			 lt_build(), lt_build(), getenv("USCM_SIM_DIR"));
+			 "LD_LIBRARY_PATH='%s/lib:%s/sim/lib' USCM_SIM_DIR='%s' USCM_HOSTS='%s/hosts' USCM_CM_RESPONSE_TIMEOUT=14",
+			 lt_build(), lt_build(), getenv("USCM_SIM_DIR"), getenv("USCM_SIM_DIR"));
 	cr_assert(n > 0 && (size_t)n < sizeof(env), "environment does not fit");
 	cr_assert_eq(lt_sh(NULL,
 			   "(sleep %d.%03d; USCM_SIM_NODE=node2 %s timeout 60 %s/uscm-rdma-demo server"

@@ -990,11 +990,11 @@ Test(hostwide, uscmd_pcap_captures_the_host)
 	free(out);
 	out = NULL;
 	cr_assert_eq(lt_sh(NULL,
-			   "(cd / && USCM_SIM_DIR='%s' USCM_SIM_NODE=node1 USCM_MODE=inproc"
+			   "(cd / && USCM_SIM_DIR='%s' USCM_HOSTS='%s/hosts' USCM_SIM_NODE=node1 USCM_MODE=inproc"
 			   " LD_LIBRARY_PATH='%s/sim/lib' setsid %s/uscmd --socket '%s/node1/uscmd.sock'"
 			   " --pcap '%s/host.pcap' >'%s/uscmd-pcap.log' 2>&1 </dev/null & echo $! >'%s/uscmd.pid')",
-			   getenv("USCM_SIM_DIR"), lt_build(), lt_bin(), getenv("USCM_SIM_DIR"), lt_dir,
-			   lt_dir, lt_dir),
+			   getenv("USCM_SIM_DIR"), getenv("USCM_SIM_DIR"), lt_build(), lt_bin(),
+			   getenv("USCM_SIM_DIR"), lt_dir, lt_dir, lt_dir),
 		     0);
 	for (int i = 0; i < 100 && !up; i++) {
 		up = lt_sh(NULL, "%s/uscmd --status --socket %s/node1/uscmd.sock >/dev/null 2>&1", lt_bin(),

@@ -48,6 +48,10 @@ static void start(const char *args)
 	cr_assert_eq(rc, 0, "uscm-sim start: %s", out);
 	snprintf(want, sizeof(want), "export USCM_SIM_DIR=%s\n", g_dir);
 	cr_assert(strstr(out, want), "%s", out);
+	/* the library's hosts file comes by the generic variable: lib/ never
+	 * reads USCM_SIM_DIR */
+	snprintf(want, sizeof(want), "export USCM_HOSTS=%s/hosts\n", g_dir);
+	cr_assert(strstr(out, want), "%s", out);
 	cr_assert(strstr(out, "export LD_LIBRARY_PATH=/"), "%s", out);
 	cr_assert(strstr(out, "/sim/lib"), "%s", out);
 	free(out);

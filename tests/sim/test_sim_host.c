@@ -176,6 +176,10 @@ Test(host, uscmd_per_node)
 		v = proc_env(pids[i], "USCM_SIM_DIR");
 		cr_assert(v && strcmp(v, g_dir) == 0, "USCM_SIM_DIR=%s", v ? v : "(none)");
 		free(v);
+		v = proc_env(pids[i], "USCM_HOSTS");
+		snprintf(dir, sizeof(dir), "%s/hosts", g_dir);
+		cr_assert(v && strcmp(v, dir) == 0, "USCM_HOSTS=%s", v ? v : "(none)");
+		free(v);
 		v = proc_env(pids[i], "LD_LIBRARY_PATH");
 		cr_assert(v && strstr(v, "/sim/lib"), "LD_LIBRARY_PATH=%s", v ? v : "(none)");
 		free(v);
