@@ -69,6 +69,11 @@ Test(uscm_bench, small_run_table_and_csv, .fini = fini, .timeout = 300)
 	cr_expect(strstr(out, "setup latency p50"), "no latency line:\n%s", out);
 	cr_expect(strstr(out, "fabric MAD round trip"), "no MAD line:\n%s", out);
 	cr_expect(strstr(out, "engine only"), "no engine line:\n%s", out);
+	/* issue 15: the floor and the figures against it, in the same run */
+	cr_expect(strstr(out, "floor: UDP ping-pong, 256 bytes"), "no floor line:\n%s", out);
+	cr_expect(strstr(out, "sim MAD round trip        p50"), "no MAD/floor ratio:\n%s", out);
+	cr_expect(strstr(out, "library overhead          p50"), "no overhead line:\n%s", out);
+	cr_expect(strstr(out, "uscm context switches per connection"), "no switch counts:\n%s", out);
 
 	cr_assert_eq(sh(&csv, "cat %s", f), 0);
 	static const char hdr[] =
@@ -90,6 +95,26 @@ Test(uscm_bench, small_run_table_and_csv, .fini = fini, .timeout = 300)
 	}
 	p50 = -1;
 	cr_expect(row(csv, "mad,serial,20,", "mad_rtt", &p50) && p50 > 0, "MAD round trip row:\n%s", csv);
+	p50 = -1;
+	cr_expect(row(csv, "udp,serial,20,", "udp_rtt", &p50) && p50 > 0, "UDP floor row:\n%s", csv);
+	/* A serial uscm connection makes each side block for the other at
+	 * least once (the client in poll() until the REP's ESTABLISHED, the
+	 * server until the next REQ): at least one wake-up per connection on
+	 * each side. (TCP on loopback need not: connect() completes the
+	 * handshake inside the system call; its rows must only be there.) */
+	static const char *const sides[] = { "uscm,serial,5,", "tcp,serial,5," };
+	static const char *const keys[] = { "csw_client_wake", "csw_server_wake" };
+	for (size_t i = 0; i < 2; i++) {
+		for (size_t k = 0; k < 2; k++) {
+			const char *r = row(csv, sides[i], keys[k], &p50);
+			double w = -1;
+
+			if (r)
+				sscanf(strstr(r, keys[k]) + strlen(keys[k]) + 1, "%lf", &w);
+			cr_expect(r && w >= (i == 0 ? 1 : 0), "%s%s: %g per connection:\n%s", sides[i],
+				  keys[k], w, csv);
+		}
+	}
 	/* Every route of the run came from one SA query (the path cache). */
 	cr_expect(strstr(csv, "uscm,concurrent,20,20,sa_queries,1,"), "SA queries row:\n%s", csv);
 	cr_expect(strstr(csv, "\nengine,serial,200,1,handshake,"), "engine row:\n%s", csv);

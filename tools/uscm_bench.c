@@ -92,21 +92,37 @@ static int spawn(struct child *c, const char *node, char *const args[])
 	return c->out ? 0 : -1;
 }
 
-static int finish(struct child *c, int timeout_s)
-{
-	int st = 0;
+static void read_figures(FILE *f, struct bench_run *r);
 
-	fclose(c->out);
+/* Waits for c (killed after timeout_s), then parses what it wrote since
+ * into r (when given): a role writes a few lines only, which its pipe
+ * holds, so waiting first never blocks it and a hung role cannot hang us. */
+static int finish_read(struct child *c, int timeout_s, struct bench_run *r)
+{
+	int st = 0, rc = 124;
+
 	for (int i = 0; i < timeout_s * 10; i++) {
-		pid_t r = waitpid(c->pid, &st, WNOHANG);
-		if (r == c->pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+		pid_t w = waitpid(c->pid, &st, WNOHANG);
+		if (w == c->pid) {
+			rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+			break;
+		}
 		struct timespec ts = { 0, 100000000 };
 		nanosleep(&ts, NULL);
 	}
-	kill(c->pid, SIGKILL);
-	waitpid(c->pid, &st, 0);
-	return 124;
+	if (rc == 124) {
+		kill(c->pid, SIGKILL);
+		waitpid(c->pid, &st, 0);
+	}
+	if (r)
+		read_figures(c->out, r);
+	fclose(c->out);
+	return rc;
+}
+
+static int finish(struct child *c, int timeout_s)
+{
+	return finish_read(c, timeout_s, NULL);
 }
 
 static int sh(char *out, size_t cap, const char *cmd)
@@ -297,7 +313,7 @@ static int run_pair(struct bench_run *r, int tcp, size_t n, size_t window, int n
 		int c = finish(&cl[k], 60);
 		rc = rc ? rc : c;
 	}
-	int src = finish(&srv, 60);
+	int src = finish_read(&srv, 60, r); /* the server's switches per connection */
 	if (!tcp) {
 		long q1 = sa_queries();
 		r->sa_queries = q0 >= 0 && q1 >= 0 ? (double)(q1 - q0) : -1;
@@ -333,6 +349,31 @@ static int run_mad(size_t m, struct bench_stat *out)
 	return 0;
 }
 
+/* The floor: a UDP ping-pong of a MAD's size between two processes. */
+static int run_udp(size_t m, struct bench_stat *out)
+{
+	char sm[32], sp[16], line[256];
+	char *ea[] = { "--role", "udp-echo", "-n", sm, NULL };
+	char *pa[] = { "--role", "udp-ping", "-n", sm, "--port", sp, NULL };
+	struct child e, p;
+	struct bench_run r = { 0 };
+	int port;
+
+	snprintf(sm, sizeof(sm), "%zu", m);
+	if (spawn(&e, NULL, ea) || !fgets(line, sizeof(line), e.out) || sscanf(line, "port %d", &port) != 1)
+		return -1;
+	snprintf(sp, sizeof(sp), "%d", port);
+	if (spawn(&p, NULL, pa))
+		return -1;
+	read_figures(p.out, &r);
+	int rc = finish(&p, 60);
+	finish(&e, 10);
+	if (rc || !r.nsteps)
+		return -1;
+	*out = r.steps[0];
+	return 0;
+}
+
 /* The protocol engine's ceiling, from uscm-bench-engine (same build). */
 static int run_engine(size_t k, double *ns, double *bytes)
 {
@@ -345,6 +386,43 @@ static int run_engine(size_t k, double *ns, double *bytes)
 	if (!p)
 		return -1;
 	return sscanf(p, " %*d %lf %*f %lf", ns, bytes) == 2 ? 0 : -1;
+}
+
+/* The same run's figures against the floor (issue 15's goals): the MAD
+ * round trip, TCP, uscm's setup latency, and the library's own overhead:
+ * setup minus the 1.5 MAD round trips a connection needs (REQ, REP, RTU). */
+static void print_floor(FILE *cf, const struct bench_stat *udp, const struct bench_stat *m,
+			const struct bench_run *us, const struct bench_run *ts, const struct bench_run *ds)
+{
+	const struct bench_stat *s = bench_step(us, "established"), *t = bench_step(ts, "established"),
+				*d = bench_step(ds, "established");
+	double f = udp->p50 > 0 ? udp->p50 : 1;
+
+	printf("against the floor (p50 %.1f us):\n", udp->p50);
+	printf("  sim MAD round trip        p50 %7.1f us  %5.2f x floor (goal <= 1.3)\n", m->p50, m->p50 / f);
+	if (t && t->valid)
+		printf("  TCP connect+accept        p50 %7.1f us  %5.2f x floor\n", t->p50, t->p50 / f);
+	if (s && s->valid) {
+		double o50 = s->p50 - 1.5 * m->p50, o99 = s->p99 - 1.5 * m->p99;
+
+		printf("  uscm setup (serial)       p50 %7.1f us  %5.2f x floor", s->p50, s->p50 / f);
+		if (t && t->valid && t->p50 > 0)
+			printf(", %.2f x TCP (goal <= 1.5)", s->p50 / t->p50);
+		printf("\n  library overhead          p50 %7.1f us (goal <= 15), p99 %.1f us"
+		       " (setup - 1.5 MAD round trips)\n", o50, o99);
+		bench_csw_print(stdout, us);
+		if (cf) {
+			fprintf(cf, "uscm,serial,%zu,1,lib_overhead_p50_us,%.1f,,,,,,\n", s->n, o50);
+			fprintf(cf, "uscm,serial,%zu,1,lib_overhead_p99_us,%.1f,,,,,,\n", s->n, o99);
+		}
+	}
+	if (d && d->valid) {
+		printf("  uscm setup through uscmd  p50 %7.1f us  %5.2f x floor; overhead p50 %.1f us\n", d->p50,
+		       d->p50 / f, d->p50 - 1.5 * m->p50);
+		bench_csw_print(stdout, ds);
+	}
+	if (t && t->valid)
+		bench_csw_print(stdout, ts);
 }
 
 static int role_main(const char *role, const struct bench_opts *o)
@@ -361,6 +439,10 @@ static int role_main(const char *role, const struct bench_opts *o)
 		return bench_mad_echo(o);
 	if (!strcmp(role, "mad-ping"))
 		return bench_mad_ping(o);
+	if (!strcmp(role, "udp-echo"))
+		return bench_udp_echo(o);
+	if (!strcmp(role, "udp-ping"))
+		return bench_udp_ping(o);
 	fprintf(stderr, "uscm-bench: unknown role %s\n", role);
 	return 2;
 }
@@ -455,7 +537,7 @@ int main(int argc, char **argv)
 	setenv("USCM_MAX_BACKLOG", "1048576", 0);
 	setenv("USCM_MAX_PENDING", "1048576", 0);
 
-	struct bench_run u[MAX_NS], t[MAX_NS], us = { 0 }, ts = { 0 };
+	struct bench_run u[MAX_NS], t[MAX_NS], us = { 0 }, ts = { 0 }, ds = { 0 };
 	int fail = 0;
 	FILE *cf = NULL;
 
@@ -520,7 +602,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (with_daemon) {
-		struct bench_run d[MAX_NS], ds = { 0 };
+		struct bench_run d[MAX_NS];
 		long rss0[3], hwm[3];
 
 		fprintf(stderr, "uscm-bench: daemon mode: starting a uscmd per node\n");
@@ -576,7 +658,22 @@ int main(int argc, char **argv)
 		daemons("stop");
 	}
 	if (mad) {
-		struct bench_stat m;
+		struct bench_stat m, udp = { 0 };
+		int have_udp;
+
+		fprintf(stderr, "uscm-bench: %zu UDP round trips (the floor)\n", mad);
+		have_udp = run_udp(mad, &udp) == 0;
+		if (have_udp) {
+			printf("floor: UDP ping-pong, 256 bytes, two processes on 127.0.0.1 (%zu): min %.1f p50 %.1f"
+			       " p99 %.1f max %.1f us\n",
+			       udp.n, udp.min, udp.p50, udp.p99, udp.max);
+			if (cf)
+				fprintf(cf, "udp,serial,%zu,1,udp_rtt,%.1f,%.3f,%.1f,%.1f,%.1f,%.1f,\n", udp.n,
+					udp.total_us, udp.total_us / (double)udp.n, udp.min, udp.p50, udp.p99, udp.max);
+		} else {
+			fprintf(stderr, "uscm-bench: UDP round trip failed\n");
+			fail = 1;
+		}
 		fprintf(stderr, "uscm-bench: %zu MAD round trips\n", mad);
 		if (run_mad(mad, &m) == 0) {
 			printf("fabric MAD round trip (umad node1 <-> node2, %zu): min %.1f p50 %.1f p99 %.1f max %.1f us;"
@@ -585,6 +682,8 @@ int main(int argc, char **argv)
 			if (cf)
 				fprintf(cf, "mad,serial,%zu,1,mad_rtt,%.1f,%.3f,%.1f,%.1f,%.1f,%.1f,\n", m.n, m.total_us,
 					m.total_us / (double)m.n, m.min, m.p50, m.p99, m.max);
+			if (have_udp)
+				print_floor(cf, &udp, &m, &us, &ts, &ds);
 		} else {
 			fprintf(stderr, "uscm-bench: MAD round trip failed\n");
 			fail = 1;

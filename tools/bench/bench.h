@@ -62,6 +62,22 @@ int bench_tcp_server(const struct bench_opts *o);
 int bench_tcp_client(const struct bench_opts *o);
 int bench_mad_echo(const struct bench_opts *o);
 int bench_mad_ping(const struct bench_opts *o);
+int bench_udp_echo(const struct bench_opts *o);
+int bench_udp_ping(const struct bench_opts *o);
+
+/* Context switches (tools/bench/bench_csw.c): a sample of a process's
+ * counters; per connection once two samples are subtracted. */
+struct bench_csw {
+	double wake;    /* voluntary: blocked, then woken */
+	double preempt; /* involuntary */
+	int valid;
+};
+enum { BENCH_CSW_CLIENT, BENCH_CSW_SERVER, BENCH_CSW_CLIENT_USCMD, BENCH_CSW_SERVER_USCMD,
+       BENCH_CSW_SIDES };
+void bench_csw_self(struct bench_csw *c);   /* this process, every thread */
+void bench_csw_daemon(struct bench_csw *c); /* its uscmd (daemon mode), else invalid */
+/* "kv csw_SIDE_wake|preempt V" lines: (b - a) / n. */
+void bench_csw_emit(FILE *f, int side, const struct bench_csw *a, const struct bench_csw *b, size_t n);
 
 /* One measured run of N connections (uscm or TCP), as parsed back. */
 #define BENCH_MAX_STEPS 12
@@ -72,8 +88,12 @@ struct bench_run {
 	int nsteps;
 	double heap_per_conn; /* uscm: bytes per established connection, verbs excluded */
 	double sa_queries;    /* uscm: SA queries during the run (SA's own counter) */
+	struct bench_csw csw[BENCH_CSW_SIDES]; /* per connection, connect step */
 	int ok;
 };
+int bench_csw_parse(struct bench_run *r, const char *key, double v);
+void bench_csw_print(FILE *f, const struct bench_run *r);
+void bench_csw_csv(FILE *f, const struct bench_run *r, const char *mode);
 
 const struct bench_stat *bench_step(const struct bench_run *r, const char *name);
 /* connections/s of a run: N over the wall time of its setup step. */

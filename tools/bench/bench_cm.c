@@ -73,7 +73,9 @@ int bench_cm_server(const struct bench_opts *o)
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *lid = NULL;
 	struct sockaddr_in a;
-	size_t est = 0, gone = 0, accepted = 0, odd = 0;
+	size_t est = 0, gone = 0, accepted = 0, odd = 0, reqs = 0;
+	/* switches from the first CONNECT_REQUEST to the n-th ESTABLISHED */
+	struct bench_csw s0, s1, d0, d1;
 
 	bench_raise_nofile(); /* a sim QP is a socket */
 	ch = rdma_create_event_channel();
@@ -97,6 +99,10 @@ int bench_cm_server(const struct bench_opts *o)
 		id = ev->id;
 		t = ev->event;
 		if (t == RDMA_CM_EVENT_CONNECT_REQUEST) {
+			if (!reqs++) {
+				bench_csw_self(&s0);
+				bench_csw_daemon(&d0);
+			}
 			struct rdma_conn_param p = { .responder_resources = 1, .initiator_depth = 1,
 						     .rnr_retry_count = 7 };
 			rdma_ack_cm_event(ev);
@@ -116,7 +122,12 @@ int bench_cm_server(const struct bench_opts *o)
 		}
 		rdma_ack_cm_event(ev);
 		if (t == RDMA_CM_EVENT_ESTABLISHED) {
-			est++;
+			if (++est == o->n) {
+				bench_csw_self(&s1);
+				bench_csw_daemon(&d1);
+				bench_csw_emit(stdout, BENCH_CSW_SERVER, &s0, &s1, est);
+				bench_csw_emit(stdout, BENCH_CSW_SERVER_USCMD, &d0, &d1, est);
+			}
 		} else if (t == RDMA_CM_EVENT_DISCONNECTED) {
 			if (!o->no_qp)
 				rdma_destroy_qp(id);
@@ -304,8 +315,15 @@ int bench_cm_client(const struct bench_opts *o)
 			return 1;
 		qp_heap = bench_heap_bytes() - h;
 	}
+	struct bench_csw s0, s1, d0, d1;
+	bench_csw_self(&s0);
+	bench_csw_daemon(&d0);
 	if (async_step(&c, "established", do_connect, RDMA_CM_EVENT_ESTABLISHED, &wall))
 		return 1;
+	bench_csw_self(&s1);
+	bench_csw_daemon(&d1);
+	bench_csw_emit(stdout, BENCH_CSW_CLIENT, &s0, &s1, c.n);
+	bench_csw_emit(stdout, BENCH_CSW_CLIENT_USCMD, &d0, &d1, c.n);
 	/* "connect" is the rdma_connect call itself (the REQ leaves from it). */
 	c.call.n = c.n;
 	bench_stat_of(&s, "connect", &c.call, 0);

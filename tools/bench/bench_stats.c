@@ -128,6 +128,8 @@ int bench_parse_line(struct bench_run *r, const char *line)
 	if (sscanf(line, "kv %63s %lf", key, &v) == 2) {
 		if (!strcmp(key, "heap_per_conn"))
 			r->heap_per_conn = v;
+		else
+			bench_csw_parse(r, key, v);
 		return 1;
 	}
 	return 0;
@@ -149,6 +151,7 @@ void bench_print_run(FILE *f, const struct bench_run *r)
 			s->total_us / 1e3, s->total_us / (double)s->n, s->min, s->p50, s->p99, s->max);
 	}
 	fprintf(f, "  connections/s  %.0f\n", bench_rate(r));
+	bench_csw_print(f, r);
 }
 
 void bench_csv_header(FILE *f)
@@ -167,6 +170,7 @@ void bench_csv_run(FILE *f, const struct bench_run *r, const char *mode)
 			r->window, s->name, s->total_us, s->total_us / (double)s->n, s->min, s->p50,
 			s->p99, s->max, bench_rate(r));
 	}
+	bench_csw_csv(f, r, mode);
 }
 
 /* Folds client k's figures into the run: counts add up, walls and extremes
@@ -178,7 +182,28 @@ void bench_merge_run(struct bench_run *r, const struct bench_run *k)
 		memcpy(r->steps, k->steps, sizeof(r->steps));
 		r->nsteps = k->nsteps;
 		r->heap_per_conn = k->heap_per_conn;
+		memcpy(r->csw, k->csw, sizeof(r->csw));
 		return;
+	}
+	/* the clients' switches per connection, weighted by their counts
+	 * (before the counts below add up) */
+	{
+		const struct bench_stat *ea = bench_step(r, "established"), *eb = bench_step(k, "established");
+		double wa = ea ? (double)ea->n : 1, wb = eb ? (double)eb->n : 1;
+
+		for (int s = 0; s < BENCH_CSW_SIDES; s++) {
+			struct bench_csw *a = &r->csw[s];
+			const struct bench_csw *b = &k->csw[s];
+
+			if (!b->valid)
+				continue;
+			if (!a->valid) {
+				*a = *b;
+				continue;
+			}
+			a->wake = (a->wake * wa + b->wake * wb) / (wa + wb);
+			a->preempt = (a->preempt * wa + b->preempt * wb) / (wa + wb);
+		}
 	}
 	for (int i = 0; i < k->nsteps; i++) {
 		const struct bench_stat *b = &k->steps[i];

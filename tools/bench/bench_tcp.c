@@ -23,7 +23,8 @@ int bench_tcp_server(const struct bench_opts *o)
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	socklen_t al = sizeof(a);
 	struct epoll_event ev, evs[256];
-	size_t gone = 0;
+	size_t gone = 0, accepted = 0;
+	struct bench_csw s0, s1; /* first accept to the n-th */
 	int one = 1, lfd, ep;
 
 	bench_raise_nofile();
@@ -53,6 +54,12 @@ int bench_tcp_server(const struct bench_opts *o)
 			if (fd == lfd) {
 				int c;
 				while ((c = accept4(lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0) {
+					if (!accepted)
+						bench_csw_self(&s0);
+					if (++accepted == o->n) {
+						bench_csw_self(&s1);
+						bench_csw_emit(stdout, BENCH_CSW_SERVER, &s0, &s1, accepted);
+					}
 					if (write(c, "a", 1) != 1) {
 						close(c);
 						gone++;
@@ -100,6 +107,8 @@ int bench_tcp_client(const struct bench_opts *o)
 	bench_stat_of(&s, "create_id", &lat, bench_now_us() - t0);
 	bench_stat_emit(stdout, &s);
 
+	struct bench_csw s0, s1;
+	bench_csw_self(&s0);
 	t0 = bench_now_us();
 	while (done < n) {
 		while (next < n && inflight < window) {
@@ -138,6 +147,8 @@ int bench_tcp_client(const struct bench_opts *o)
 	}
 	bench_stat_of(&s, "established", &lat, bench_now_us() - t0);
 	bench_stat_emit(stdout, &s);
+	bench_csw_self(&s1);
+	bench_csw_emit(stdout, BENCH_CSW_CLIENT, &s0, &s1, n);
 	bench_stat_of(&s, "connect", &call, 0);
 	for (size_t i = 0; i < n; i++)
 		s.total_us += call.v[i];
