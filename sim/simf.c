@@ -1029,9 +1029,8 @@ void simf_agent_del(struct simf *f, int n, int slot)
 	simf_unlock(f);
 }
 
-int simf_agent_find(struct simf *f, int n, uint8_t qpn, uint8_t mgmt_class,
-		    uint8_t class_version, uint8_t method, const uint8_t *oui,
-		    struct simf_agent *out)
+static int agent_find(struct simf *f, int n, uint8_t qpn, uint8_t mgmt_class, uint8_t class_version,
+		      uint8_t method, const uint8_t *oui, struct simf_agent *out, int live)
 {
 	struct simf_node *nd;
 	int found = -1;
@@ -1050,7 +1049,7 @@ int simf_agent_find(struct simf *f, int n, uint8_t qpn, uint8_t mgmt_class,
 			continue;
 		if (is_vendor2(mgmt_class) && oui && memcmp(e->oui, oui, 3) != 0)
 			continue;
-		if (!pid_alive(e->pid)) {
+		if (live && !pid_alive(e->pid)) {
 			memset(e, 0, sizeof(*e));
 			continue;
 		}
@@ -1060,6 +1059,23 @@ int simf_agent_find(struct simf *f, int n, uint8_t qpn, uint8_t mgmt_class,
 	}
 	simf_unlock(f);
 	return found;
+}
+
+int simf_agent_find(struct simf *f, int n, uint8_t qpn, uint8_t mgmt_class,
+		    uint8_t class_version, uint8_t method, const uint8_t *oui,
+		    struct simf_agent *out)
+{
+	return agent_find(f, n, qpn, mgmt_class, class_version, method, oui, out, 1);
+}
+
+/* Two agents never serve one method (simf_agent_add reclaims dead entries
+ * and refuses overlaps with live ones), so a dead entry found here means no
+ * live agent serves the request either. */
+int simf_agent_find_any(struct simf *f, int n, uint8_t qpn, uint8_t mgmt_class,
+			uint8_t class_version, uint8_t method, const uint8_t *oui,
+			struct simf_agent *out)
+{
+	return agent_find(f, n, qpn, mgmt_class, class_version, method, oui, out, 0);
 }
 
 /* ---- multicast ---------------------------------------------------------------- */
@@ -1887,12 +1903,20 @@ static uint32_t draw_ppm(struct simf *f, int src)
 
 ssize_t simf_send(struct simf *f, int fd, int src, int dst, uint16_t port, void *pkt, size_t len)
 {
-	struct simf_state *st = f->st;
-	struct simf_priv *pv = f->priv;
 	struct sockaddr_in me;
 	socklen_t mlen = sizeof(me);
+
+	if (getsockname(fd, (struct sockaddr *)&me, &mlen) < 0)
+		return -1;
+	return simf_send_from(f, fd, ntohs(me.sin_port), src, dst, port, pkt, len);
+}
+
+ssize_t simf_send_from(struct simf *f, int fd, uint16_t sport, int src, int dst, uint16_t port,
+		       void *pkt, size_t len)
+{
+	struct simf_state *st = f->st;
+	struct simf_priv *pv = f->priv;
 	uint8_t *p = pkt;
-	uint16_t sport;
 	int qpt, is_mad = 0, copies = 1, kind;
 	uint8_t mclass = 0;
 	uint16_t attr = 0;
@@ -1902,9 +1926,6 @@ ssize_t simf_send(struct simf *f, int fd, int src, int dst, uint16_t port, void 
 	if (!f || !pkt || src < 0 || dst < 0 || (unsigned)src > st->nnodes ||
 	    (unsigned)dst > st->nnodes || len < SIMF_BTH_LEN + SIMF_ICRC_LEN || len > 65507)
 		return errno = EINVAL, -1;
-	if (getsockname(fd, (struct sockaddr *)&me, &mlen) < 0)
-		return -1;
-	sport = ntohs(me.sin_port);
 	simf_icrc_put(p + len - SIMF_ICRC_LEN,
 		      simf_icrc(f, src, dst, sport, port, p, len - SIMF_ICRC_LEN));
 	__atomic_fetch_add(&st->nodes[src].tx, 1, __ATOMIC_RELAXED);

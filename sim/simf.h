@@ -242,7 +242,13 @@ int simf_agent_add(struct simf *f, int n, const struct simf_agent *a);
 void simf_agent_del(struct simf *f, int n, int slot);
 /* The live agent of node n serving a request (qpn, class, version, method;
  * oui for vendor classes 0x30-0x4F, NULL otherwise): its slot, *out a copy.
- * -1 if none. */
+ * -1 if none. simf_agent_find checks that the agent's process is alive (a
+ * read of /proc); simf_agent_find_any does not: for a request whose fate is
+ * the same either way (nobody answers a Send to a dead agent or to none:
+ * the MAD is lost), it saves that system call on every MAD. */
+int simf_agent_find_any(struct simf *f, int n, uint8_t qpn, uint8_t mgmt_class,
+			uint8_t class_version, uint8_t method, const uint8_t *oui,
+			struct simf_agent *out);
 int simf_agent_find(struct simf *f, int n, uint8_t qpn, uint8_t mgmt_class,
 		    uint8_t class_version, uint8_t method, const uint8_t *oui,
 		    struct simf_agent *out);
@@ -287,6 +293,10 @@ int simf_socket(struct simf *f, int n, uint16_t port, uint16_t *bound);
  * the fabric pcap (just before the datagram leaves). Returns len (also when a fault dropped it: as on a real
  * wire, the sender cannot tell) or -1/errno. */
 ssize_t simf_send(struct simf *f, int fd, int src, int dst, uint16_t port, void *pkt, size_t len);
+/* simf_send from a socket whose bound port the caller knows (sport): one
+ * system call per datagram, the sendto. */
+ssize_t simf_send_from(struct simf *f, int fd, uint16_t sport, int src, int dst, uint16_t port,
+		       void *pkt, size_t len);
 /* Receives one datagram: returns its length, *src the sending node (-1 if
  * not from this fabric), *src_port its port. Checks and strips nothing. */
 ssize_t simf_recv(struct simf *f, int fd, void *buf, size_t cap, int *src, uint16_t *src_port);

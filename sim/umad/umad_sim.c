@@ -175,6 +175,14 @@ static struct {
 	int ep, evfd;
 	int debug;
 	uint64_t dropped;
+	/* Direct mode's short cut (direct_recv): the first record one received
+	 * datagram produces for port `up` goes straight into the waiting
+	 * caller's buffer instead of through the socketpair. */
+	struct {
+		struct uport *up;
+		void *buf;
+		size_t cap, len;
+	} take;
 } G = { .lk = PTHREAD_MUTEX_INITIALIZER, .self = -1, .ep = -1, .evfd = -1 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -781,6 +789,11 @@ static void deliver(struct uport *up, const void *rec, size_t len)
 {
 	struct rec *r;
 
+	if (G.take.up == up && !G.take.len && !up->backlog && len <= G.take.cap) {
+		memcpy(G.take.buf, rec, len);
+		G.take.len = len;
+		return;
+	}
 	if (!up->backlog) {
 		ssize_t n = send(up->ifd, rec, len, MSG_DONTWAIT | MSG_NOSIGNAL);
 
@@ -900,8 +913,14 @@ static uint16_t dest_port(const struct uport *up, int dst, uint32_t qpn, const u
 		/* Else where a requester using this library listens. */
 		return p ? p : simf_qp_port(qpn);
 	}
-	if (simf_agent_find(G.f, dst, (uint8_t)qpn, M_CLASS(mad), M_VERSION(mad), M_METHOD(mad),
-			    is_vendor2(M_CLASS(mad)) ? mad + 37 : NULL, &a) >= 0)
+	/* Whether the agent's process still lives matters only for a Get or
+	 * Set (answer_unserved answers those when nobody serves them): for
+	 * anything else a dead agent and none lose the MAD alike, so the /proc
+	 * read per MAD is saved (issue 15). */
+	if ((M_METHOD(mad) == 0x01 || M_METHOD(mad) == 0x02
+		     ? simf_agent_find
+		     : simf_agent_find_any)(G.f, dst, (uint8_t)qpn, M_CLASS(mad), M_VERSION(mad), M_METHOD(mad),
+					    is_vendor2(M_CLASS(mad)) ? mad + 37 : NULL, &a) >= 0)
 		return a.port;
 	*unserved = 1;
 	return simf_qp_port(qpn);
@@ -952,7 +971,7 @@ static int xmit(struct uport *up, const ib_mad_addr_t *a, uint8_t *pkt, int *dst
 	dport = dest_port(up, dst, qpn, mad, unserved);
 	DBG(2, "fd %d -> %s:%u class 0x%02x method 0x%02x attr 0x%04x tid 0x%016" PRIx64, up->ufd,
 	    node(dst)->name, dport, M_CLASS(mad), M_METHOD(mad), get16(mad + 16), get64(mad + 8));
-	if (simf_send(G.f, up->sock, G.self, dst, dport, pkt, PKT_LEN) < 0) {
+	if (simf_send_from(G.f, up->sock, up->port, G.self, dst, dport, pkt, PKT_LEN) < 0) {
 		e = errno;
 		DBG(1, "simf_send: %s", strerror(e));
 		return e;
@@ -1178,7 +1197,7 @@ static void send_rmpp_ack(struct uport *up, const uint8_t *seg_pkt, const uint8_
 	simf_bth_get(seg_pkt, &b);
 	build_pkt(pkt, SIMF_RESV8A_SL(b.resv8a), roce() || SIMF_RESV8A_GRH(b.resv8a), b.pkey,
 		  get32(seg_pkt + SIMF_BTH_LEN + 4) & 0xFFFFFF, up->psn++, QKEY_GSI, 1, ack);
-	if (simf_send(G.f, up->sock, G.self, src, sport, pkt, PKT_LEN) < 0)
+	if (simf_send_from(G.f, up->sock, up->port, G.self, src, sport, pkt, PKT_LEN) < 0)
 		DBG(1, "RMPP ACK: %s", strerror(errno));
 }
 
@@ -1962,6 +1981,20 @@ static int direct_drain(int fd)
 	return dfd;
 }
 
+/* The epoll fd of direct-mode port fd, -1 when fd is not one. */
+static int direct_dfd(int fd)
+{
+	struct uport *up;
+	int dfd = -1;
+
+	pthread_mutex_lock(&G.lk);
+	up = port_by_fd(fd);
+	if (up)
+		dfd = up->dfd;
+	pthread_mutex_unlock(&G.lk);
+	return dfd;
+}
+
 /* dev_poll for a direct-mode port: 0 once a record waits on fd, else
  * -ETIMEDOUT (or -EIO) after timeout_ms (< 0: none). */
 static int direct_poll(int fd, int dfd, int timeout_ms)
@@ -2050,6 +2083,94 @@ int umad_poll(int fd, int timeout_ms)
 	return dev_poll(fd, timeout_ms);
 }
 
+/* Receives one datagram of direct-mode port fd; its first record (when it
+ * fits cap) lands in buf. Returns the record's length, 0 when the datagram
+ * gave none for the caller (dropped, consumed, or queued on fd instead),
+ * -EAGAIN when the socket was empty, -EBADF when fd is no direct port. */
+static ssize_t direct_take(int fd, void *buf, size_t cap)
+{
+	uint8_t pkt[RX_BUF];
+	struct uport *up;
+	ssize_t r, len;
+	uint16_t sport;
+	int src;
+
+	pthread_mutex_lock(&G.lk);
+	up = port_by_fd(fd);
+	if (!up || up->dfd < 0) {
+		pthread_mutex_unlock(&G.lk);
+		return -EBADF;
+	}
+	len = simf_recv(G.f, up->sock, pkt, sizeof(pkt), &src, &sport);
+	if (len < 0) {
+		pthread_mutex_unlock(&G.lk);
+		return -EAGAIN;
+	}
+	G.take.up = up;
+	G.take.buf = buf;
+	G.take.cap = cap;
+	G.take.len = 0;
+	rx_datagram(up, pkt, (size_t)len, src, sport, 1);
+	r = (ssize_t)G.take.len;
+	G.take.up = NULL;
+	pthread_mutex_unlock(&G.lk);
+	return r;
+}
+
+/*
+ * umad_recv of a direct-mode port (issue 15: the fabric's MAD path at the
+ * UDP floor). One epoll_wait on the fd the caller polls tells which end is
+ * ready: records already queued on fd (by the receive thread, or left by
+ * an earlier datagram) come first, through the socketpair as always; else
+ * one datagram is received and its first record handed straight to the
+ * caller — a MAD that arrives while the caller waits costs epoll_wait +
+ * recvfrom, as a UDP receive would. Whatever else a datagram produces still
+ * queues on fd, which the epoll fd watches, so poll() never misses it.
+ * Returns 1 with *n the record's length, 0 when fd has a record to read
+ * the usual way, or a negative errno.
+ */
+static int direct_recv(int fd, int dfd, void *umad, size_t cap, int timeout_ms, ssize_t *n)
+{
+	uint64_t end = timeout_ms > 0 ? now_ns() + (uint64_t)timeout_ms * 1000000u : 0;
+	int ms = timeout_ms;
+
+	for (;;) {
+		struct epoll_event ev[2];
+		int k = epoll_wait(dfd, ev, 2, ms), sock_ready = 0;
+
+		if (k < 0) {
+			if (errno != EINTR)
+				return -EIO;
+			k = 0;
+		}
+		for (int i = 0; i < k; i++) {
+			if (ev[i].data.fd == fd)
+				return 0; /* queued records first */
+			sock_ready = 1;
+		}
+		if (sock_ready) {
+			ssize_t r = direct_take(fd, umad, cap);
+
+			if (r > 0) {
+				*n = r;
+				return 1;
+			}
+			if (r == -EBADF)
+				return -EIO; /* closed meanwhile */
+			continue; /* nothing for us in it: look again, timeout as left */
+		}
+		if (timeout_ms == 0)
+			return -EAGAIN;
+		if (timeout_ms > 0) {
+			uint64_t t = now_ns();
+
+			if (t >= end)
+				return -ETIMEDOUT;
+			ms = (int)((end - t + 999999) / 1000000);
+		}
+	}
+}
+
 int umad_recv(int fd, void *umad, int *length, int timeout_ms)
 {
 	struct ib_user_mad *m = umad, peek;
@@ -2064,13 +2185,25 @@ int umad_recv(int fd, void *umad, int *length, int timeout_ms)
 		return -EINVAL;
 	}
 	pthread_once(&once, init_once);
-	e = direct_drain(fd);
-	if (timeout_ms && (n = e >= 0 ? direct_poll(fd, e, timeout_ms) : dev_poll(fd, timeout_ms)) < 0) {
+	cap = UHDR + (size_t)(*length > 0 ? *length : 0);
+	e = direct_dfd(fd);
+	if (e >= 0) {
+		int r = direct_recv(fd, e, umad, cap, timeout_ms, &n);
+
+		if (r == 1) {
+			*length = (size_t)n > UHDR ? (int)((size_t)n - UHDR) : 0;
+			return (int)m->agent_id;
+		}
+		if (r < 0 && r != -EAGAIN) {
+			errno = -r;
+			return r;
+		}
+		/* a record waits on fd (or, timeout 0, nothing: -EAGAIN below) */
+	} else if (timeout_ms && (n = dev_poll(fd, timeout_ms)) < 0) {
 		if (!errno)
 			errno = (int)-n;
 		return (int)n;
 	}
-	cap = UHDR + (size_t)(*length > 0 ? *length : 0);
 	lk = &recv_lk[(unsigned)fd % RECV_LOCKS];
 	pthread_mutex_lock(lk);
 	/* The record stays queued when the buffer is too small, as the

@@ -141,7 +141,8 @@ static void xmit(struct sv_qp *q, int node, uint32_t dqpn, uint8_t *p, size_t le
 		return;   /* no such destination: lost on the wire */
 	memset(p + len, 0, pad + SIMF_ICRC_LEN);
 	len += pad + SIMF_ICRC_LEN;
-	simf_send(q->ctx->f, q->fd, q->ctx->node, node, simf_qp_port(dqpn), p, len);
+	simf_send_from(q->ctx->f, q->fd, simf_qp_port(q->qp.qp_num), q->ctx->node, node, simf_qp_port(dqpn),
+		       p, len);
 }
 
 /* ---- memory ------------------------------------------------------------------------- */
