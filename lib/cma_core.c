@@ -10,8 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,6 +25,9 @@ struct cma_global g = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.cond = PTHREAD_COND_INITIALIZER,
 	.wake_fd = -1,
+	.ep_fd = -1,
+	.timer_fd = -1,
+	.timer_armed = CMP_TIME_NEVER,
 	.caller_priv = -1,
 };
 
@@ -159,6 +164,31 @@ static int open_devices(void)
 	return 0;
 }
 
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* Adds fd to the progress thread's epoll set; tag: the port whose umad fd
+ * it is, or &g.wake_fd / &g.timer_fd. */
+static int ep_watch(int fd, void *tag, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = tag };
+
+	return epoll_ctl(g.ep_fd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+/* Turns a port's umad fd on (EPOLLIN) or off (0) in the progress thread's
+ * set: a thread asleep in epoll_wait sees the change without waking. */
+static void ep_port(struct cma_port *p, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = p };
+
+	epoll_ctl(g.ep_fd, EPOLL_CTL_MOD, um_port_fd(p->um), &ev);
+}
+
 int cma_init_locked(void)
 {
 	long v;
@@ -189,8 +219,18 @@ int cma_init_locked(void)
 	if (g.max_backlog <= 0)
 		g.max_backlog = CMA_DEFAULT_BACKLOG;
 	g.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (g.wake_fd < 0)
+	g.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	g.ep_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (g.wake_fd < 0 || g.timer_fd < 0 || g.ep_fd < 0 || ep_watch(g.wake_fd, &g.wake_fd, EPOLLIN) < 0 ||
+	    ep_watch(g.timer_fd, &g.timer_fd, EPOLLIN) < 0) {
+		int e = errno;
+
+		close_fd(&g.wake_fd);
+		close_fd(&g.timer_fd);
+		close_fd(&g.ep_fd);
+		errno = e;
 		return -1;
+	}
 	g.inited = 1;
 	return 0;
 }
@@ -256,20 +296,11 @@ void cma_kick(void)
 	}
 }
 
-/* What the progress thread sleeps to, set under g.lock just before its
- * ppoll: every API call used to wake it to re-arm its timeout, a context
- * switch per rdma_connect / rdma_accept / rdma_disconnect. */
-static int progress_sleeping;
-static cmp_time progress_until;
-
-void cma_kick_timers(void)
+/* The earliest engine timer of all ports. */
+static cmp_time engines_expiry(void)
 {
 	cmp_time next = CMP_TIME_NEVER;
 
-	if (!progress_sleeping) {
-		cma_kick();
-		return;
-	}
 	for (int d = 0; d < g.ndevs; d++)
 		for (int i = 0; i < g.devs[d].nports; i++) {
 			struct cma_port *p = &g.devs[d].ports[i];
@@ -278,10 +309,42 @@ void cma_kick_timers(void)
 			if (e < next)
 				next = e;
 		}
-	if (next < progress_until) {
-		progress_until = next;
-		cma_kick();
+	return next;
+}
+
+/* Sets timer_fd to `at` (absolute CLOCK_MONOTONIC, as cma_now) or disarms
+ * it (CMP_TIME_NEVER). */
+static void timer_arm(cmp_time at)
+{
+	struct itimerspec its;
+
+	if (at == g.timer_armed)
+		return;
+	memset(&its, 0, sizeof(its));
+	if (at != CMP_TIME_NEVER) {
+		if (!at)
+			at = 1; /* 0 would disarm; any past instant fires at once */
+		its.it_value.tv_sec = (time_t)(at / 1000000000u);
+		its.it_value.tv_nsec = (long)(at % 1000000000u);
 	}
+	if (timerfd_settime(g.timer_fd, TFD_TIMER_ABSTIME, &its, NULL) == 0) {
+		g.timer_armed = at;
+	} else {
+		g.timer_armed = CMP_TIME_NEVER;
+		cma_kick(); /* let the thread look for itself */
+	}
+}
+
+/* An engine timer may have moved earlier (a REQ sent, a REP to wait for):
+ * the progress thread's timer is re-armed in place (timerfd_settime) and
+ * the thread sleeps on. It used to be woken to re-arm its timeout: a
+ * context switch per rdma_connect / rdma_accept (issue 15). */
+void cma_kick_timers(void)
+{
+	cmp_time next = engines_expiry();
+
+	if (next < g.timer_armed)
+		timer_arm(next);
 }
 
 void cma_port_flush(struct cma_port *p)
@@ -339,12 +402,14 @@ int cma_rx_fds(int *fds, int max)
 	int n = 0;
 
 	pthread_mutex_lock(&g.lock);
+	/* from now on the caller receives; the progress thread runs timers */
 	g.rx_external = 1;
-	cma_kick();
 	for (int d = 0; d < g.ndevs; d++)
 		for (int i = 0; i < g.devs[d].nports && n < max; i++)
-			if (g.devs[d].ports[i].eng)
+			if (g.devs[d].ports[i].eng) {
 				fds[n++] = um_port_fd(g.devs[d].ports[i].um);
+				epoll_ctl(g.ep_fd, EPOLL_CTL_DEL, fds[n - 1], NULL);
+			}
 	pthread_mutex_unlock(&g.lock);
 	return n;
 }
@@ -376,11 +441,12 @@ void cma_rx_fd(int fd)
  * MAD arrives first, receives it in this thread, as the progress thread
  * would. The MAD that makes the awaited event (CONNECT_REQUEST, the REP
  * that makes ESTABLISHED, ...) then costs one wake-up, not two (progress
- * thread, then this one). The progress thread polls the same fds and
- * wakes too; whichever gets the lock first receives, the other finds
- * nothing (umad_recv -EAGAIN). Only one waiting thread at a time polls
- * the umad fds (others only their channel), so a MAD wakes at most two
- * threads however many wait. Timers stay the progress thread's: after
+ * thread, then this one). While it waits, the umad fds are off in the
+ * progress thread's epoll set (EPOLL_CTL_MOD, which a thread asleep in
+ * epoll_wait sees without waking), so the MAD wakes this thread alone
+ * (issue 15; it used to wake both, and one found nothing). Only one
+ * waiting thread at a time polls the umad fds (others only their
+ * channel). Timers stay the progress thread's: after
  * receiving, cma_kick_timers re-arms it if an engine timer moved earlier.
  * USCM_WAIT_PROGRESS=0: wait on the channel fd only. Returns poll's errno
  * or 0.
@@ -406,6 +472,8 @@ static int cma_wait_event(struct cma_chan *c)
 			if (g.devs[d].ports[i].eng) {
 				fds[n].fd = um_port_fd(g.devs[d].ports[i].um);
 				fds[n++].events = POLLIN;
+				if (!g.rx_external)
+					ep_port(&g.devs[d].ports[i], 0);
 			}
 	pthread_mutex_unlock(&g.lock);
 	prc = poll(fds, (nfds_t)n, -1);
@@ -413,9 +481,7 @@ static int cma_wait_event(struct cma_chan *c)
 	pthread_mutex_lock(&g.lock);
 	if (mine)
 		wait_progress_busy = 0;
-	if (prc <= 0 || c->dead)
-		return prc < 0 && perr != EINTR ? perr : 0;
-	for (int k = 1; k < n; k++) {
+	for (int k = 1; k < n && prc > 0 && !c->dead; k++) {
 		if (!(fds[k].revents & (POLLIN | POLLERR)))
 			continue;
 		got = 1;
@@ -429,71 +495,65 @@ static int cma_wait_event(struct cma_chan *c)
 					progress_rx(p);
 			}
 	}
+	/* The umad fds back to the progress thread, once what woke us is
+	 * received (level-triggered: re-enabled before, the MAD would wake it
+	 * too; one that arrives later wakes it, as it should). */
+	for (int d = 0; d < g.ndevs && mine && !g.rx_external; d++)
+		for (int i = 0; i < g.devs[d].nports; i++)
+			if (g.devs[d].ports[i].eng)
+				ep_port(&g.devs[d].ports[i], EPOLLIN);
 	if (got)
 		cma_kick_timers();
+	if (prc <= 0 || c->dead)
+		return prc < 0 && perr != EINTR ? perr : 0;
 	return 0;
 }
 
+/*
+ * The progress thread: sleeps in epoll_wait on wake_fd, timer_fd (the
+ * engines' earliest timer, re-armed in place by whoever moves it) and the
+ * ports' umad fds (off while a waiter polls them, off for good when uscmd
+ * receives them itself), receives MADs, runs the engines' expired timers
+ * and drains the engines.
+ */
 static void *progress_main(void *arg)
 {
-	struct pollfd fds[MAX_POLL];
-	struct cma_port *who[MAX_POLL];
+	struct epoll_event evs[MAX_POLL];
 
 	(void)arg;
 	pthread_mutex_lock(&g.lock);
 	for (;;) {
-		cmp_time next = CMP_TIME_NEVER, now;
-		struct timespec ts, *tsp = NULL;
-		int n = 0;
+		cmp_time now;
+		int n;
 
-		fds[n].fd = g.wake_fd;
-		fds[n].events = POLLIN;
-		who[n++] = NULL;
-		for (int d = 0; d < g.ndevs; d++) {
-			for (int i = 0; i < g.devs[d].nports; i++) {
-				struct cma_port *p = &g.devs[d].ports[i];
-				cmp_time e;
-
-				if (!p->eng || n >= MAX_POLL)
-					continue;
-				/* uscmd receives in its own loop (cma_rx_fd): the
-				 * progress thread then only runs the timers */
-				if (!g.rx_external) {
-					fds[n].fd = um_port_fd(p->um);
-					fds[n].events = POLLIN;
-					who[n++] = p;
-				}
-				e = cmp_engine_get_expiry(p->eng);
-				if (e < next)
-					next = e;
-			}
-		}
-		if (next != CMP_TIME_NEVER) {
-			now = cma_now();
-			cmp_time d = next > now ? next - now : 0;
-			ts.tv_sec = (time_t)(d / 1000000000u);
-			ts.tv_nsec = (long)(d % 1000000000u);
-			tsp = &ts;
-		}
-		progress_sleeping = 1;
-		progress_until = next;
+		timer_arm(engines_expiry());
 		pthread_mutex_unlock(&g.lock);
-		if (ppoll(fds, (nfds_t)n, tsp, NULL) < 0 && errno != EINTR) {
-			/* Nothing sensible to do but retry after a pause. */
-			struct timespec pause = { 0, 10000000 };
-			nanosleep(&pause, NULL);
+		n = epoll_wait(g.ep_fd, evs, MAX_POLL, -1);
+		if (n < 0) {
+			if (errno != EINTR) {
+				/* Nothing sensible to do but retry after a pause. */
+				struct timespec pause = { 0, 10000000 };
+				nanosleep(&pause, NULL);
+			}
+			n = 0;
 		}
 		pthread_mutex_lock(&g.lock);
-		progress_sleeping = 0;
-		if (fds[0].revents & POLLIN) {
+		for (int i = 0; i < n; i++) {
 			uint64_t v;
-			if (read(g.wake_fd, &v, sizeof(v)) < 0) {
-				/* raced with another read: nothing pending */
+
+			if (evs[i].data.ptr == &g.wake_fd) {
+				if (read(g.wake_fd, &v, sizeof(v)) < 0) {
+					/* raced with another read: nothing pending */
+				}
+			} else if (evs[i].data.ptr == &g.timer_fd) {
+				if (read(g.timer_fd, &v, sizeof(v)) < 0) {
+					/* re-armed meanwhile: not expired after all */
+				}
+				g.timer_armed = CMP_TIME_NEVER; /* one-shot: it has fired */
+			} else if (!g.rx_external) {
+				progress_rx(evs[i].data.ptr);
 			}
 		}
-		for (int i = 1; i < n; i++)
-			if (fds[i].revents & (POLLIN | POLLERR))
-				progress_rx(who[i]);
 		now = cma_now();
 		for (int d = 0; d < g.ndevs; d++) {
 			for (int i = 0; i < g.devs[d].nports; i++) {
@@ -573,8 +633,11 @@ int cma_port_open(struct cma_port *p)
 			return -1;
 		}
 	}
-	if (start_thread() < 0) {
+	/* the progress thread sees the new fd without being woken */
+	if ((!g.rx_external && ep_watch(um_port_fd(p->um), p, EPOLLIN) < 0) || start_thread() < 0) {
 		int e = errno;
+		if (!g.rx_external)
+			epoll_ctl(g.ep_fd, EPOLL_CTL_DEL, um_port_fd(p->um), NULL);
 		um_sa_client_free(p->sa);
 		p->sa = NULL;
 		cmp_engine_free(p->eng);
@@ -584,7 +647,6 @@ int cma_port_open(struct cma_port *p)
 		errno = e;
 		return -1;
 	}
-	cma_kick();
 	return 0;
 }
 

@@ -254,6 +254,13 @@ struct cma_global {
 	int thread_started;
 	pthread_t thread;
 	int wake_fd;
+	/* What the progress thread sleeps on (cma_core.c): an epoll set of
+	 * wake_fd, timer_fd and the ports' umad fds, so that a caller re-arms
+	 * its timer (timerfd_settime) or takes its umad fds away for a while
+	 * (epoll_ctl) without waking it. */
+	int ep_fd;
+	int timer_fd;
+	cmp_time timer_armed; /* timer_fd's expiry, CMP_TIME_NEVER: disarmed */
 	uint64_t rng;
 	struct cmp_settings settings;
 	int sa_timeout_min_ms;
