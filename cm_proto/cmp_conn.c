@@ -852,9 +852,12 @@ void cmp_on_mad(struct cmp_engine *e, const struct cmp_addr *src, const struct c
 
 /* ---- timers -------------------------------------------------------------------- */
 
-void cmp_on_timer(struct cmp_engine *e, struct cmp_conn *c, cmp_time now)
+void cmp_on_timer(struct cmp_engine *e, struct cmp_conn *c, enum cmp_timer_kind kind,
+		  cmp_time now)
 {
-	if (c->timer_kind == CMP_T_TIMEWAIT || c->state == CMP_TIMEWAIT) {
+	/* The timer says what it was armed for; only enter_timewait() arms a
+	 * TimeWait timer, and every other one is a retry. */
+	if (kind == CMP_T_TIMEWAIT) {
 		cmp_unindex(e, c);
 		cmp_set_state(e, c, CMP_IDLE, "timeout TIMEWAIT", now);
 		if (c->user_gone) {
