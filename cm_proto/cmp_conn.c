@@ -303,12 +303,22 @@ static void on_req(struct cmp_engine *e, const struct cmp_addr *src, const struc
 			return;
 		}
 	}
-	/* Same remote QP under a new comm ID: the old connection is stale. */
+	/* Same remote QP under a new comm ID: the old connection is stale (as
+	 * the kernel's cm_match_req finds it, before any listener). The REQ is
+	 * refused either way, but the old connection is torn down only when
+	 * the REQ comes from its own remote port: the kernel takes anyone's
+	 * word for it, so any node that names a victim's peer CA GUID and QPN
+	 * could make the victim disconnect that peer. */
 	c = cmp_find_qpn(e, r->local_qpn, r->local_ca_guid);
 	if (c) {
-		e->st.rx_stale++;
 		send_rej(e, NULL, &back, m->hdr.tid, 0, r->local_comm_id, REJ_MSG_REQ, REJ_STALE_CONN,
 			 NULL, 0, NULL, 0);
+		if (!src_ok(c, src)) {
+			spoofed(e, c, "recv REQ for a QP already connected, from another port: REJ stale, "
+				      "keep the connection", now);
+			return;
+		}
+		e->st.rx_stale++;
 		cmp_trace_drop(e, c, "recv REQ for a QP already connected: REJ stale", now);
 		if (c->state == CMP_ESTABLISHED) {
 			send_dreq(e, c, NULL, 0, now);

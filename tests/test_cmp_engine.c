@@ -1393,6 +1393,64 @@ Test(engine, stale_rej_reaches_the_new_attempt)
 	STATE(old_a, CMP_ESTABLISHED);
 }
 
+/* A REQ naming a connected QP (the peer's CA GUID and QPN) under a new comm
+ * ID, for a service nobody listens on, from a third port (LID 99): the
+ * kernel would take it for a stale connection and DREQ the real peer. It
+ * gets its REJ(stale connection), is counted as a spoof, and the
+ * connection it names stays up; from the peer's own port the same REQ
+ * still tears the old connection down (IBTA: the QP was reconnected). */
+Test(engine, stale_req_from_another_port_keeps_the_connection)
+{
+	struct cmp_cm_msg m;
+	struct cmp_conn *victim[2];
+
+	up();
+	reach_established();
+	victim[A] = ca;
+	victim[B] = cb;
+	for (int n = B; n >= A; n--) {
+		msg(&m, UMAD_CM_ATTR_REQ, 0x99ULL << 32 | 0x5eed0000u | (unsigned)n);
+		m.u.req.local_comm_id = 0x5eed0000u | (unsigned)n;
+		m.u.req.service_id = 0x1000000000000999ULL; /* nobody listens */
+		m.u.req.local_ca_guid = n == B ? GUID_A : GUID_B; /* the victim's peer */
+		m.u.req.local_qpn = n == B ? QPN_A : QPN_B;
+		m.u.req.path_mtu = 4;
+		m.u.req.primary_local_lid = 99;
+		m.u.req.primary_remote_lid = T.n[n].self.lid;
+		inject_from(n, 99, &m);
+		take_to(n, 99, UMAD_CM_ATTR_REJ, &m);
+		EQ(m.hdr.tid, 0x99ULL << 32 | 0x5eed0000u | (unsigned)n);
+		EQ(m.u.rej.local_comm_id, 0);
+		EQ(m.u.rej.remote_comm_id, 0x5eed0000u | (unsigned)n);
+		EQ(m.u.rej.message_rejected, 0);
+		EQ(m.u.rej.reason, 10);
+		nothing(n);
+		no_ev(n);
+		STATE(victim[n], CMP_ESTABLISHED);
+		EQ(cmp_engine_timer_count(E(n)), 0);
+		EQ(ST(n)->rx_spoofed, 1);
+		EQ(ST(n)->rx_mismatch, 1);
+		EQ(ST(n)->rx_stale, 0);
+		EQ(ST(n)->rx_no_listener, 0);
+	}
+	/* The same REQ at B from A's own port: the old connection goes. */
+	msg(&m, UMAD_CM_ATTR_REQ, 0x5eed0002u);
+	m.u.req.local_comm_id = 0x5eed0002u;
+	m.u.req.service_id = 0x1000000000000999ULL;
+	m.u.req.local_ca_guid = GUID_A;
+	m.u.req.local_qpn = QPN_A;
+	m.u.req.path_mtu = 4;
+	inject(B, &m);
+	take(B, UMAD_CM_ATTR_REJ, &m);
+	EQ(m.u.rej.reason, 10);
+	take(B, UMAD_CM_ATTR_DREQ, &m);
+	EQ(m.u.dreq.local_comm_id, cmp_conn_local_id(cb));
+	EQ(m.u.dreq.remote_comm_id, cmp_conn_local_id(ca));
+	STATE(cb, CMP_DREQ_SENT);
+	EQ(ST(B)->rx_stale, 1);
+	EQ(ST(B)->rx_spoofed, 1);
+}
+
 Test(engine, transport_types)
 {
 	struct cmp_cm_msg m;
