@@ -257,14 +257,16 @@ struct cmp_stats {
 	uint64_t rx_stray;         /* no matching connection / wrong state: dropped */
 	uint64_t rx_mismatch;      /* comm ID matched but source/QPN did not: dropped */
 	uint64_t rx_duplicate;     /* duplicates answered or absorbed */
-	uint64_t rx_stale;         /* REQs answered with REJ STALE_CONN */
+	uint64_t rx_stale;         /* REQs answered with REJ STALE_CONN (but a connected QP's
+				    * from a wrong port: rx_spoofed) */
 	uint64_t rx_no_listener;   /* REQs/SIDR_REQs with no listener */
 	uint64_t backlog_drops;    /* REQs rejected because the backlog was full */
 	uint64_t retransmits;
 	uint64_t timeouts;         /* retries exhausted */
 	uint64_t conns, conns_peak;
 	/* Added for issue 8 (kept at the end: uscm_get_stats copies a prefix). */
-	uint64_t rx_spoofed;       /* part of rx_mismatch: right comm ID, wrong source port */
+	uint64_t rx_spoofed;       /* part of rx_mismatch: right comm ID (or a stale REQ's
+				    * GUID + QPN), wrong source port */
 	uint64_t half_open_drops;  /* REQs/SIDR_REQs rejected at the max_pending cap */
 	uint64_t half_open;        /* gauge: half-open passive connections now */
 	uint64_t half_open_peak;
