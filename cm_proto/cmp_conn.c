@@ -160,6 +160,14 @@ static void send_rej(struct cmp_engine *e, struct cmp_conn *c, const struct cmp_
 	cmp_send(e, c, dst, &m, 0);
 }
 
+/* The local comm ID of a REJ the user's reject or destroy sends: 0 in
+ * REQ_RCVD, where the peer has not heard ours yet (no MRA, no REP), as the
+ * kernel's cm_format_rej; ours everywhere else. */
+static uint32_t rej_local_id(const struct cmp_conn *c)
+{
+	return c->state == CMP_REQ_RCVD ? 0 : c->local_id;
+}
+
 /* REJ with reason Timeout carries the CA GUID of the side that timed out. */
 static void send_rej_timeout(struct cmp_engine *e, struct cmp_conn *c)
 {
@@ -303,12 +311,22 @@ static void on_req(struct cmp_engine *e, const struct cmp_addr *src, const struc
 			return;
 		}
 	}
-	/* Same remote QP under a new comm ID: the old connection is stale. */
+	/* Same remote QP under a new comm ID: the old connection is stale (as
+	 * the kernel's cm_match_req finds it, before any listener). The REQ is
+	 * refused either way, but the old connection is torn down only when
+	 * the REQ comes from its own remote port: the kernel takes anyone's
+	 * word for it, so any node that names a victim's peer CA GUID and QPN
+	 * could make the victim disconnect that peer. */
 	c = cmp_find_qpn(e, r->local_qpn, r->local_ca_guid);
 	if (c) {
-		e->st.rx_stale++;
 		send_rej(e, NULL, &back, m->hdr.tid, 0, r->local_comm_id, REJ_MSG_REQ, REJ_STALE_CONN,
 			 NULL, 0, NULL, 0);
+		if (!src_ok(c, src)) {
+			spoofed(e, c, "recv REQ for a QP already connected, from another port: REJ stale, "
+				      "keep the connection", now);
+			return;
+		}
+		e->st.rx_stale++;
 		cmp_trace_drop(e, c, "recv REQ for a QP already connected: REJ stale", now);
 		if (c->state == CMP_ESTABLISHED) {
 			send_dreq(e, c, NULL, 0, now);
@@ -852,9 +870,12 @@ void cmp_on_mad(struct cmp_engine *e, const struct cmp_addr *src, const struct c
 
 /* ---- timers -------------------------------------------------------------------- */
 
-void cmp_on_timer(struct cmp_engine *e, struct cmp_conn *c, cmp_time now)
+void cmp_on_timer(struct cmp_engine *e, struct cmp_conn *c, enum cmp_timer_kind kind,
+		  cmp_time now)
 {
-	if (c->timer_kind == CMP_T_TIMEWAIT || c->state == CMP_TIMEWAIT) {
+	/* The timer says what it was armed for; only enter_timewait() arms a
+	 * TimeWait timer, and every other one is a retry. */
+	if (kind == CMP_T_TIMEWAIT) {
 		cmp_unindex(e, c);
 		cmp_set_state(e, c, CMP_IDLE, "timeout TIMEWAIT", now);
 		if (c->user_gone) {
@@ -1088,7 +1109,7 @@ int cmp_reject(struct cmp_engine *e, struct cmp_conn *c, uint16_t reason, const 
 	default:
 		return fail(EINVAL);
 	}
-	send_rej(e, c, &c->dst, c->tid, c->local_id, c->remote_id, what, reason, ari, ari_len,
+	send_rej(e, c, &c->dst, c->tid, rej_local_id(c), c->remote_id, what, reason, ari, ari_len,
 		 pdata, len);
 	if (timewait) {
 		enter_timewait(e, c, "user reject: send REJ", now);
@@ -1217,6 +1238,18 @@ int cmp_sidr_rep(struct cmp_engine *e, struct cmp_conn *c, const struct cmp_sidr
 	return 0;
 }
 
+/* A destroyed connection in DREQ_SENT: the kernel's cm_destroy_id cancels
+ * the DREQ's retries and enters TimeWait (a DREP that comes later is then
+ * absorbed there); with settings.destroy_retries_dreq the DREQ is retried
+ * until the DREP or the retries run out, as if the user had stayed. */
+static void destroy_in_dreq_sent(struct cmp_engine *e, struct cmp_conn *c, cmp_time now)
+{
+	if (!e->s.destroy_retries_dreq)
+		enter_timewait(e, c, "user destroy: cancel DREQ retries", now);
+}
+
+/* What is sent and what follows, per state, is the kernel's cm_destroy_id
+ * (docs/cm-engine.md has the table). */
 void cmp_conn_destroy(struct cmp_engine *e, struct cmp_conn *c, cmp_time now)
 {
 	struct cmp_sidr_rep_param rej = { .status = SIDR_REJECT };
@@ -1239,7 +1272,7 @@ void cmp_conn_destroy(struct cmp_engine *e, struct cmp_conn *c, cmp_time now)
 	case CMP_MRA_REQ_SENT:
 	case CMP_REP_RCVD:
 	case CMP_MRA_REP_SENT:
-		send_rej(e, c, &c->dst, c->tid, c->local_id, c->remote_id,
+		send_rej(e, c, &c->dst, c->tid, rej_local_id(c), c->remote_id,
 			 c->state == CMP_REP_RCVD || c->state == CMP_MRA_REP_SENT ? REJ_MSG_REP
 										    : REJ_MSG_REQ,
 			 REJ_CONSUMER_DEFINED, NULL, 0, NULL, 0);
@@ -1254,6 +1287,10 @@ void cmp_conn_destroy(struct cmp_engine *e, struct cmp_conn *c, cmp_time now)
 	case CMP_ESTABLISHED:
 		send_dreq(e, c, NULL, 0, now);
 		cmp_set_state(e, c, CMP_DREQ_SENT, "user destroy: send DREQ", now);
+		destroy_in_dreq_sent(e, c, now);
+		return;
+	case CMP_DREQ_SENT:
+		destroy_in_dreq_sent(e, c, now);
 		return;
 	case CMP_DREQ_RCVD:
 		send_drep(e, c, &c->dst, c->tid, c->local_id, c->remote_id, NULL, 0, 1);
@@ -1266,10 +1303,9 @@ void cmp_conn_destroy(struct cmp_engine *e, struct cmp_conn *c, cmp_time now)
 	case CMP_SIDR_REQ_SENT:
 		enter_idle(e, c, "user destroy", now);
 		return;
-	case CMP_DREQ_SENT:
 	case CMP_TIMEWAIT:
 	default:
-		/* The protocol finishes on its own; freed when it reaches IDLE. */
+		/* TimeWait runs out on its own; freed when it reaches IDLE. */
 		return;
 	}
 }

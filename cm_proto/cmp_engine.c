@@ -351,8 +351,10 @@ void cmp_engine_handle_expiry(struct cmp_engine *e, cmp_time now)
 {
 	while (e->heap_len && e->heap[0]->deadline <= now) {
 		struct cmp_conn *c = e->heap[0];
+		/* Read before cmp_timer_clear() resets it. */
+		enum cmp_timer_kind kind = (enum cmp_timer_kind)c->timer_kind;
 		cmp_timer_clear(e, c);
-		cmp_on_timer(e, c, now);
+		cmp_on_timer(e, c, kind, now);
 	}
 }
 

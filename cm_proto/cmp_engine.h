@@ -64,6 +64,12 @@ struct cmp_settings {
 	/* Answer a duplicate REQ that the user has not answered yet with an MRA
 	 * (what the kernel's rdma_cm does), so the peer stops retrying. */
 	int mra_on_duplicate_req;
+	/* What cmp_conn_destroy does to an ESTABLISHED or DREQ_SENT
+	 * connection. 0 (the kernel's cm_destroy_id): one DREQ at most, its
+	 * retries cancelled, TimeWait at once. 1 (uscm's more persistent
+	 * choice): the DREQ is retried until the DREP comes or the retries run
+	 * out, so one lost DREQ does not leave the peer connected. */
+	int destroy_retries_dreq;
 	uint64_t local_ca_guid;        /* goes into REQ/REP/REJ(timeout) */
 	uint64_t seed;                 /* entropy for comm IDs (caller supplies) */
 	cmp_trace_fn trace;            /* NULL: no tracing */
@@ -251,14 +257,16 @@ struct cmp_stats {
 	uint64_t rx_stray;         /* no matching connection / wrong state: dropped */
 	uint64_t rx_mismatch;      /* comm ID matched but source/QPN did not: dropped */
 	uint64_t rx_duplicate;     /* duplicates answered or absorbed */
-	uint64_t rx_stale;         /* REQs answered with REJ STALE_CONN */
+	uint64_t rx_stale;         /* REQs answered with REJ STALE_CONN (but a connected QP's
+				    * from a wrong port: rx_spoofed) */
 	uint64_t rx_no_listener;   /* REQs/SIDR_REQs with no listener */
 	uint64_t backlog_drops;    /* REQs rejected because the backlog was full */
 	uint64_t retransmits;
 	uint64_t timeouts;         /* retries exhausted */
 	uint64_t conns, conns_peak;
 	/* Added for issue 8 (kept at the end: uscm_get_stats copies a prefix). */
-	uint64_t rx_spoofed;       /* part of rx_mismatch: right comm ID, wrong source port */
+	uint64_t rx_spoofed;       /* part of rx_mismatch: right comm ID (or a stale REQ's
+				    * GUID + QPN), wrong source port */
 	uint64_t half_open_drops;  /* REQs/SIDR_REQs rejected at the max_pending cap */
 	uint64_t half_open;        /* gauge: half-open passive connections now */
 	uint64_t half_open_peak;
@@ -327,8 +335,10 @@ int cmp_sidr_req(struct cmp_engine *e, const struct cmp_sidr_req_param *p, void 
 		 struct cmp_conn **out, cmp_time now);
 int cmp_sidr_rep(struct cmp_engine *e, struct cmp_conn *c, const struct cmp_sidr_rep_param *p,
 		 cmp_time now);
-/* The user lets go of the connection: the engine finishes the protocol on
- * its own (REJ, DREQ, TimeWait) without further events, then frees it. */
+/* The user lets go of the connection: the engine sends what the kernel's
+ * cm_destroy_id sends in that state (REJ, one DREQ, DREP, SIDR_REP) and
+ * waits out TimeWait where the kernel enters it, without further events,
+ * then frees it (docs/cm-engine.md; settings.destroy_retries_dreq). */
 void cmp_conn_destroy(struct cmp_engine *e, struct cmp_conn *c, cmp_time now);
 
 /* Attributes for moving the connection's QP to INIT, RTR or RTS, as

@@ -120,6 +120,8 @@ struct cmp_listen *cmp_listen_match(struct cmp_engine *e, uint64_t sid);
 /* state machine (cmp_conn.c) */
 void cmp_on_mad(struct cmp_engine *e, const struct cmp_addr *src, const struct cmp_cm_msg *m,
 		cmp_time now);
-void cmp_on_timer(struct cmp_engine *e, struct cmp_conn *c, cmp_time now);
+/* A timer of kind `kind` expired (c->timer_kind is already cleared). */
+void cmp_on_timer(struct cmp_engine *e, struct cmp_conn *c, enum cmp_timer_kind kind,
+		  cmp_time now);
 
 #endif

@@ -22,6 +22,7 @@ void cmp_settings_default(struct cmp_settings *s)
 		.max_conns = 1u << 20,
 		.max_pending = 4096,
 		.mra_on_duplicate_req = 1,
+		.destroy_retries_dreq = 0, /* cm_destroy_id: no DREQ retries */
 		.local_ca_guid = 0,
 		.seed = 0,
 	};

@@ -841,7 +841,8 @@ Test(engine, rej_in_req_sent_goes_idle)
 	EQ(cmp_engine_timer_count(E(B)), 0);
 	take(B, UMAD_CM_ATTR_REJ, &m);
 	EQ(m.hdr.tid, req_tid);
-	EQ(m.u.rej.local_comm_id, cmp_conn_local_id(cb));
+	/* A has not heard B's comm ID yet: 0, as the kernel's cm_format_rej. */
+	EQ(m.u.rej.local_comm_id, 0);
 	EQ(m.u.rej.remote_comm_id, cmp_conn_local_id(ca));
 	EQ(m.u.rej.message_rejected, 0);
 	EQ(m.u.rej.reason, 28);
@@ -1391,6 +1392,64 @@ Test(engine, stale_rej_reaches_the_new_attempt)
 	EQ(ev->reason, 10);
 	STATE(ca, CMP_TIMEWAIT);
 	STATE(old_a, CMP_ESTABLISHED);
+}
+
+/* A REQ naming a connected QP (the peer's CA GUID and QPN) under a new comm
+ * ID, for a service nobody listens on, from a third port (LID 99): the
+ * kernel would take it for a stale connection and DREQ the real peer. It
+ * gets its REJ(stale connection), is counted as a spoof, and the
+ * connection it names stays up; from the peer's own port the same REQ
+ * still tears the old connection down (IBTA: the QP was reconnected). */
+Test(engine, stale_req_from_another_port_keeps_the_connection)
+{
+	struct cmp_cm_msg m;
+	struct cmp_conn *victim[2];
+
+	up();
+	reach_established();
+	victim[A] = ca;
+	victim[B] = cb;
+	for (int n = B; n >= A; n--) {
+		msg(&m, UMAD_CM_ATTR_REQ, 0x99ULL << 32 | 0x5eed0000u | (unsigned)n);
+		m.u.req.local_comm_id = 0x5eed0000u | (unsigned)n;
+		m.u.req.service_id = 0x1000000000000999ULL; /* nobody listens */
+		m.u.req.local_ca_guid = n == B ? GUID_A : GUID_B; /* the victim's peer */
+		m.u.req.local_qpn = n == B ? QPN_A : QPN_B;
+		m.u.req.path_mtu = 4;
+		m.u.req.primary_local_lid = 99;
+		m.u.req.primary_remote_lid = T.n[n].self.lid;
+		inject_from(n, 99, &m);
+		take_to(n, 99, UMAD_CM_ATTR_REJ, &m);
+		EQ(m.hdr.tid, 0x99ULL << 32 | 0x5eed0000u | (unsigned)n);
+		EQ(m.u.rej.local_comm_id, 0);
+		EQ(m.u.rej.remote_comm_id, 0x5eed0000u | (unsigned)n);
+		EQ(m.u.rej.message_rejected, 0);
+		EQ(m.u.rej.reason, 10);
+		nothing(n);
+		no_ev(n);
+		STATE(victim[n], CMP_ESTABLISHED);
+		EQ(cmp_engine_timer_count(E(n)), 0);
+		EQ(ST(n)->rx_spoofed, 1);
+		EQ(ST(n)->rx_mismatch, 1);
+		EQ(ST(n)->rx_stale, 0);
+		EQ(ST(n)->rx_no_listener, 0);
+	}
+	/* The same REQ at B from A's own port: the old connection goes. */
+	msg(&m, UMAD_CM_ATTR_REQ, 0x5eed0002u);
+	m.u.req.local_comm_id = 0x5eed0002u;
+	m.u.req.service_id = 0x1000000000000999ULL;
+	m.u.req.local_ca_guid = GUID_A;
+	m.u.req.local_qpn = QPN_A;
+	m.u.req.path_mtu = 4;
+	inject(B, &m);
+	take(B, UMAD_CM_ATTR_REJ, &m);
+	EQ(m.u.rej.reason, 10);
+	take(B, UMAD_CM_ATTR_DREQ, &m);
+	EQ(m.u.dreq.local_comm_id, cmp_conn_local_id(cb));
+	EQ(m.u.dreq.remote_comm_id, cmp_conn_local_id(ca));
+	STATE(cb, CMP_DREQ_SENT);
+	EQ(ST(B)->rx_stale, 1);
+	EQ(ST(B)->rx_spoofed, 1);
 }
 
 Test(engine, transport_types)
@@ -2389,11 +2448,23 @@ static int reach(enum cmp_state s, struct cmp_conn **out)
 	return 0;
 }
 
-/* Destroys the connection in state s and checks the MAD it leaves (attr 0:
- * none; for a REJ: reason and message rejected), that the engine finishes
- * on its own, silently, and frees it. */
+/* Runs node i's timers until none is left; it must send nothing meanwhile. */
+static void drain_silent(int i)
+{
+	for (int k = 0; k < 100 && expiry(i) != CMP_TIME_NEVER; k++) {
+		fire(i);
+		nothing(i);
+	}
+	EQ(expiry(i), CMP_TIME_NEVER);
+}
+
+/* Destroys the connection in state s and checks what the kernel's
+ * cm_destroy_id does there: the one MAD it sends (attr 0: none; for a REJ:
+ * reason and message rejected), the state that follows (IDLE: freed at
+ * once; TIMEWAIT: waited out), and that nothing more is sent (no retry
+ * survives a destroy), no event comes, and the engine frees it. */
 static void destroy_in(enum cmp_state s, uint16_t attr, uint16_t reason, uint8_t what,
-		       int freed_at_once)
+		       enum cmp_state after)
 {
 	struct cmp_cm_msg m;
 	struct cmp_conn *c;
@@ -2413,12 +2484,14 @@ static void destroy_in(enum cmp_state s, uint16_t attr, uint16_t reason, uint8_t
 	cmp_conn_destroy(E(n), c, T.now);
 	if (attr) {
 		take(n, attr, &m);
-		if (freed_at_once)
+		if (after == CMP_IDLE)
 			cr_assert_null(TX.conn, "the queued MAD points at a freed conn");
 	}
 	switch (attr) {
 	case UMAD_CM_ATTR_REJ:
-		EQ(m.u.rej.local_comm_id, lid);
+		/* The kernel's cm_format_rej: local comm ID 0 while the peer
+		 * has not heard it (REQ_RCVD), else ours. */
+		EQ(m.u.rej.local_comm_id, s == CMP_REQ_RCVD ? 0 : lid);
 		EQ(m.u.rej.remote_comm_id, rid);
 		EQ(m.u.rej.reason, reason);
 		EQ(m.u.rej.message_rejected, what);
@@ -2444,13 +2517,15 @@ static void destroy_in(enum cmp_state s, uint16_t attr, uint16_t reason, uint8_t
 		break;
 	}
 	nothing(n);
-	if (freed_at_once) {
+	if (after == CMP_IDLE) {
 		EQ(cmp_engine_conn_count(E(n)), 0);
 		EQ(cmp_engine_timer_count(E(n)), 0);
 	} else {
+		STATE(c, after);
 		EQ(cmp_engine_conn_count(E(n)), 1);
+		EQ(cmp_engine_timer_count(E(n)), 1);
 	}
-	drain(n);
+	drain_silent(n);
 	tn_events(&T, n);
 	EQ(T.n[n].nev, nev);
 	EQ(cmp_engine_conn_count(E(n)), 0);
@@ -2459,21 +2534,122 @@ static void destroy_in(enum cmp_state s, uint16_t attr, uint16_t reason, uint8_t
 	cmp_conn_destroy(E(n), NULL, T.now);
 }
 
-Test(engine, destroy_in_idle) { destroy_in(CMP_IDLE, 0, 0, 0, 1); }
-Test(engine, destroy_in_req_sent) { destroy_in(CMP_REQ_SENT, UMAD_CM_ATTR_REJ, 4, 2, 1); }
-Test(engine, destroy_in_mra_req_rcvd) { destroy_in(CMP_MRA_REQ_RCVD, UMAD_CM_ATTR_REJ, 4, 2, 1); }
-Test(engine, destroy_in_req_rcvd) { destroy_in(CMP_REQ_RCVD, UMAD_CM_ATTR_REJ, 28, 0, 1); }
-Test(engine, destroy_in_mra_req_sent) { destroy_in(CMP_MRA_REQ_SENT, UMAD_CM_ATTR_REJ, 28, 0, 1); }
-Test(engine, destroy_in_rep_rcvd) { destroy_in(CMP_REP_RCVD, UMAD_CM_ATTR_REJ, 28, 1, 1); }
-Test(engine, destroy_in_mra_rep_sent) { destroy_in(CMP_MRA_REP_SENT, UMAD_CM_ATTR_REJ, 28, 1, 1); }
-Test(engine, destroy_in_rep_sent) { destroy_in(CMP_REP_SENT, UMAD_CM_ATTR_REJ, 28, 2, 0); }
-Test(engine, destroy_in_mra_rep_rcvd) { destroy_in(CMP_MRA_REP_RCVD, UMAD_CM_ATTR_REJ, 28, 2, 0); }
-Test(engine, destroy_in_established) { destroy_in(CMP_ESTABLISHED, UMAD_CM_ATTR_DREQ, 0, 0, 0); }
-Test(engine, destroy_in_dreq_sent) { destroy_in(CMP_DREQ_SENT, 0, 0, 0, 0); }
-Test(engine, destroy_in_dreq_rcvd) { destroy_in(CMP_DREQ_RCVD, UMAD_CM_ATTR_DREP, 0, 0, 0); }
-Test(engine, destroy_in_timewait) { destroy_in(CMP_TIMEWAIT, 0, 0, 0, 0); }
-Test(engine, destroy_in_sidr_req_sent) { destroy_in(CMP_SIDR_REQ_SENT, 0, 0, 0, 1); }
-Test(engine, destroy_in_sidr_req_rcvd) { destroy_in(CMP_SIDR_REQ_RCVD, UMAD_CM_ATTR_SIDR_REP, 0, 0, 1); }
+Test(engine, destroy_in_idle) { destroy_in(CMP_IDLE, 0, 0, 0, CMP_IDLE); }
+Test(engine, destroy_in_req_sent) { destroy_in(CMP_REQ_SENT, UMAD_CM_ATTR_REJ, 4, 2, CMP_IDLE); }
+Test(engine, destroy_in_mra_req_rcvd) { destroy_in(CMP_MRA_REQ_RCVD, UMAD_CM_ATTR_REJ, 4, 2, CMP_IDLE); }
+Test(engine, destroy_in_req_rcvd) { destroy_in(CMP_REQ_RCVD, UMAD_CM_ATTR_REJ, 28, 0, CMP_IDLE); }
+Test(engine, destroy_in_mra_req_sent) { destroy_in(CMP_MRA_REQ_SENT, UMAD_CM_ATTR_REJ, 28, 0, CMP_IDLE); }
+Test(engine, destroy_in_rep_rcvd) { destroy_in(CMP_REP_RCVD, UMAD_CM_ATTR_REJ, 28, 1, CMP_IDLE); }
+Test(engine, destroy_in_mra_rep_sent) { destroy_in(CMP_MRA_REP_SENT, UMAD_CM_ATTR_REJ, 28, 1, CMP_IDLE); }
+Test(engine, destroy_in_rep_sent) { destroy_in(CMP_REP_SENT, UMAD_CM_ATTR_REJ, 28, 2, CMP_TIMEWAIT); }
+Test(engine, destroy_in_mra_rep_rcvd) { destroy_in(CMP_MRA_REP_RCVD, UMAD_CM_ATTR_REJ, 28, 2, CMP_TIMEWAIT); }
+/* One DREQ, its retries cancelled (the kernel: ESTABLISHED -> DREQ_SENT ->
+ * TimeWait within cm_destroy_id). */
+Test(engine, destroy_in_established) { destroy_in(CMP_ESTABLISHED, UMAD_CM_ATTR_DREQ, 0, 0, CMP_TIMEWAIT); }
+/* The DREQ's retries cancelled: nothing more is sent. */
+Test(engine, destroy_in_dreq_sent) { destroy_in(CMP_DREQ_SENT, 0, 0, 0, CMP_TIMEWAIT); }
+Test(engine, destroy_in_dreq_rcvd) { destroy_in(CMP_DREQ_RCVD, UMAD_CM_ATTR_DREP, 0, 0, CMP_TIMEWAIT); }
+Test(engine, destroy_in_timewait) { destroy_in(CMP_TIMEWAIT, 0, 0, 0, CMP_TIMEWAIT); }
+Test(engine, destroy_in_sidr_req_sent) { destroy_in(CMP_SIDR_REQ_SENT, 0, 0, 0, CMP_IDLE); }
+Test(engine, destroy_in_sidr_req_rcvd) { destroy_in(CMP_SIDR_REQ_RCVD, UMAD_CM_ATTR_SIDR_REP, 0, 0, CMP_IDLE); }
+
+/* TimeWait after a destroy lasts what TimeWait always does (here the
+ * local ACK timeout, IBTA), from the destroy on; the DREP that comes
+ * later is absorbed there and the peer's connection ends normally. */
+Test(engine, destroy_in_dreq_sent_waits_out_timewait_and_absorbs_the_drep)
+{
+	struct cmp_cm_msg m;
+	uint8_t dreq[CMP_MAD_SIZE];
+	int nev;
+
+	up();
+	reach_established();
+	cr_assert_eq(cmp_disconnect(E(A), ca, NULL, 0, T.now), 0);
+	take(A, UMAD_CM_ATTR_DREQ, &m);
+	memcpy(dreq, TX.mad, sizeof(dreq));
+	nev = T.n[A].nev;
+	T.now += req_base() / 2; /* before the first DREQ retry would be due */
+	cmp_conn_destroy(E(A), ca, T.now);
+	nothing(A);
+	EQ(expiry(A), T.now + iba(ack_to(15, PLT)));
+	/* B was slow: it hears the DREQ and answers only now. */
+	to(B, dreq);
+	next_ev(B, CMP_EV_DREQ_RECEIVED);
+	cr_assert_eq(cmp_disconnect(E(B), cb, NULL, 0, T.now), 0);
+	fwd(B, UMAD_CM_ATTR_DREP, &m);
+	EQ(ST(A)->rx_duplicate, 1);
+	nothing(A);
+	drain_silent(A);
+	tn_events(&T, A);
+	EQ(T.n[A].nev, nev);
+	EQ(cmp_engine_conn_count(E(A)), 0);
+	EQ(ST(A)->retransmits, 0);
+}
+
+/* settings.destroy_retries_dreq: uscm's more persistent choice. Destroyed
+ * while ESTABLISHED, the DREQ is retried as after cmp_disconnect (Max CM
+ * Retries of the REQ, every REQ retry period) and the connection waits out
+ * TimeWait when they run out; no event either way. */
+Test(engine, destroy_retries_dreq_setting_keeps_the_dreq_going)
+{
+	struct cmp_settings s;
+	struct cmp_cm_msg m;
+	uint8_t dreq[CMP_MAD_SIZE];
+	int nev;
+
+	cmp_settings_default(&s);
+	s.destroy_retries_dreq = 1;
+	up_with(&s, NULL);
+	rp.max_cm_retries = 2;
+	reach_established();
+	nev = T.n[A].nev;
+	cmp_conn_destroy(E(A), ca, T.now);
+	take(A, UMAD_CM_ATTR_DREQ, &m);
+	memcpy(dreq, TX.mad, sizeof(dreq));
+	STATE(ca, CMP_DREQ_SENT);
+	for (int k = 0; k < 2; k++) {
+		EQ(expiry(A), T.now + req_base());
+		fire(A);
+		take(A, UMAD_CM_ATTR_DREQ, &m);
+		cr_assert(!memcmp(TX.mad, dreq, CMP_MAD_SIZE));
+	}
+	fire(A);
+	nothing(A);
+	STATE(ca, CMP_TIMEWAIT);
+	EQ(ST(A)->retransmits, 2);
+	EQ(ST(A)->timeouts, 1);
+	drain_silent(A);
+	tn_events(&T, A);
+	EQ(T.n[A].nev, nev);
+	EQ(cmp_engine_conn_count(E(A)), 0);
+}
+
+/* The same setting, destroyed in DREQ_SENT: the retries go on and the
+ * DREP, when it comes, ends them. */
+Test(engine, destroy_retries_dreq_setting_in_dreq_sent)
+{
+	struct cmp_settings s;
+	struct cmp_cm_msg m;
+
+	cmp_settings_default(&s);
+	s.destroy_retries_dreq = 1;
+	up_with(&s, NULL);
+	reach_established();
+	cr_assert_eq(cmp_disconnect(E(A), ca, NULL, 0, T.now), 0);
+	take(A, UMAD_CM_ATTR_DREQ, &m);
+	cmp_conn_destroy(E(A), ca, T.now);
+	nothing(A);
+	STATE(ca, CMP_DREQ_SENT);
+	fire(A);
+	fwd(A, UMAD_CM_ATTR_DREQ, &m); /* the retry reaches B */
+	next_ev(B, CMP_EV_DREQ_RECEIVED);
+	cr_assert_eq(cmp_disconnect(E(B), cb, NULL, 0, T.now), 0);
+	fwd(B, UMAD_CM_ATTR_DREP, &m);
+	STATE(ca, CMP_TIMEWAIT);
+	no_ev(A);
+	drain_silent(A);
+	EQ(cmp_engine_conn_count(E(A)), 0);
+}
 
 /* Destroyed while established: the peer's answers produce no events, and
  * a peer DREQ crossing ours is answered by the engine itself. */
@@ -3030,6 +3206,7 @@ Test(engine, settings_defaults_and_time_conversions)
 	EQ(s.default_backlog, 1024);
 	EQ(s.max_conns, 1u << 20);
 	EQ(s.mra_on_duplicate_req, 1);
+	EQ(s.destroy_retries_dreq, 0); /* the kernel's cm_destroy_id */
 	cr_assert_null(s.trace);
 	for (unsigned t = 0; t < 32; t++)
 		EQ(cmp_iba_time_ns(t), iba(t));

@@ -98,4 +98,40 @@ static inline const char *tf_path(char dir[64], const char *prefix, const char *
 	return b;
 }
 
+static inline int tf_is_pcap_name(const struct dirent *e)
+{
+	size_t n = strlen(e->d_name);
+
+	return n > 5 && !strcmp(e->d_name + n - 5, ".pcap");
+}
+
+/* The shared reference captures (kernel CMs on real or soft devices:
+ * third-party data, kept outside the repository, next to the checkout in
+ * the project's workspace): every *.pcap in
+ * $USCM_SOURCE_DIR/../shared/reference/captures, sorted, appended to
+ * (*v, *n) as malloc'd paths. Nothing when the directory is absent (a bare
+ * checkout): the callers skip then. */
+static inline void tf_reference_captures(char ***v, size_t *n)
+{
+	const char *src = getenv("USCM_SOURCE_DIR");
+	struct dirent **ents;
+	char dir[4096];
+	int k;
+
+	snprintf(dir, sizeof(dir), "%s/../shared/reference/captures", src && *src ? src : ".");
+	k = scandir(dir, &ents, tf_is_pcap_name, alphasort);
+	for (int i = 0; i < k; i++) {
+		char *p = malloc(strlen(dir) + strlen(ents[i]->d_name) + 2);
+
+		cr_assert_not_null(p);
+		sprintf(p, "%s/%s", dir, ents[i]->d_name);
+		*v = realloc(*v, (*n + 1) * sizeof(**v));
+		cr_assert_not_null(*v);
+		(*v)[(*n)++] = p;
+		free(ents[i]);
+	}
+	if (k >= 0)
+		free(ents);
+}
+
 #endif

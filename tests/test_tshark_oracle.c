@@ -1905,18 +1905,11 @@ static unsigned oracle_capture(const char *path, struct report *r)
 	return r->mismatches;
 }
 
-static int is_pcap_name(const struct dirent *e)
-{
-	size_t n = strlen(e->d_name);
-
-	return n > 5 && !strcmp(e->d_name + n - 5, ".pcap");
-}
-
-/* USCM_ORACLE_PCAPS (colon-separated), then every *.pcap in
- * $USCM_SOURCE_DIR/../shared/reference/captures/ (sorted). */
+/* USCM_ORACLE_PCAPS (colon-separated), then the shared reference captures
+ * (tf_reference_captures). */
 static size_t collect_captures(char ***out)
 {
-	const char *env = getenv("USCM_ORACLE_PCAPS"), *src = getenv("USCM_SOURCE_DIR");
+	const char *env = getenv("USCM_ORACLE_PCAPS");
 	char **v = NULL;
 	size_t n = 0;
 
@@ -1931,26 +1924,7 @@ static size_t collect_captures(char ***out)
 		}
 		free(list);
 	}
-	if (src && *src) {
-		char dir[4096];
-		struct dirent **ents;
-		int k;
-
-		snprintf(dir, sizeof(dir), "%s/../shared/reference/captures", src);
-		k = scandir(dir, &ents, is_pcap_name, alphasort);
-		for (int i = 0; i < k; i++) {
-			char *p = malloc(strlen(dir) + strlen(ents[i]->d_name) + 2);
-
-			cr_assert_not_null(p);
-			sprintf(p, "%s/%s", dir, ents[i]->d_name);
-			v = realloc(v, (n + 1) * sizeof(*v));
-			cr_assert_not_null(v);
-			v[n++] = p;
-			free(ents[i]);
-		}
-		if (k >= 0)
-			free(ents);
-	}
+	tf_reference_captures(&v, &n);
 	*out = v;
 	return n;
 }

@@ -12,18 +12,21 @@
  *  - mutate: seeds against the engine with no finding, a mutated RTU comm
  *    ID counted as stray, and the canary showing an acceptance is caught;
  *    against a live `rping -s -P` too;
- *  - captures from elsewhere (USCM_ORACLE_PCAPS, shared/reference/captures)
- *    run to the end on every side with every difference classified.
+ *  - captures from elsewhere (USCM_ORACLE_PCAPS) run to the end on every
+ *    side with every difference classified; the shared reference captures
+ *    of kernel CMs replay with no difference on both sides;
+ *  - a DREQ never retried though the trace goes on is read as the
+ *    application's destroy (traces made by two engines).
  * Skipped when rping (rdmacm-utils) or the simulated fabric is missing.
  */
 #include <criterion/criterion.h>
-#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cm_proto/cmp_cm.h"
+#include "tests/cmp_testnet.h"
 #include "tests/test_fixtures.h"
 #include "umad/um_pcap.h"
 
@@ -530,14 +533,27 @@ Test(replay, usage_and_bad_input)
 	free(out);
 }
 
-/* Real-hardware captures, when present: check must run to the end on every
- * side and every difference must be of a known class with a reason. */
+/* Every side of one capture, as `uscm-replay sides` lists them. */
+static int sides_of(const char *file, char sides[8][128])
+{
+	char *out = NULL;
+	int n = 0;
+
+	sh(&out, "%s/uscm-replay sides '%s' | cut -d' ' -f1", bin(), file);
+	for (char *s = strtok(out, "\n"); s && n < 8; s = strtok(NULL, "\n"))
+		snprintf(sides[n++], 128, "%s", s);
+	free(out);
+	return n;
+}
+
+/* Captures named by USCM_ORACLE_PCAPS (anything: real hardware, other
+ * services): check must run to the end on every side and every difference
+ * must be of a known class with a reason. */
 Test(replay, external_captures_run_to_the_end)
 {
-	const char *env = getenv("USCM_ORACLE_PCAPS"), *src = getenv("USCM_SOURCE_DIR");
-	char pat[1024], *files[64];
+	const char *env = getenv("USCM_ORACLE_PCAPS");
+	char *files[64];
 	int n = 0;
-	glob_t g;
 
 	if (env && *env) {
 		char *dup = strdup(env), *save = NULL;
@@ -545,20 +561,13 @@ Test(replay, external_captures_run_to_the_end)
 			files[n++] = strdup(t);
 		free(dup);
 	}
-	snprintf(pat, sizeof(pat), "%s/../shared/reference/captures/*.pcap", src ? src : ".");
-	if (glob(pat, 0, NULL, &g) == 0) {
-		for (size_t i = 0; i < g.gl_pathc && n < 64; i++)
-			files[n++] = strdup(g.gl_pathv[i]);
-		globfree(&g);
-	}
 	if (!n)
-		cr_skip_test("no captures (USCM_ORACLE_PCAPS, shared/reference/captures/*.pcap)");
+		cr_skip_test("no captures named by USCM_ORACLE_PCAPS");
 	for (int i = 0; i < n; i++) {
-		char *sides, args[1200], *out;
-		sh(&sides, "%s/uscm-replay sides '%s' | cut -d' ' -f1", bin(), files[i]);
-		int nsides = 0;
-		for (char *s = strtok(sides, "\n"); s; s = strtok(NULL, "\n")) {
-			snprintf(args, sizeof(args), "check '%s' --side %s --json", files[i], s);
+		char sides[8][128], args[1200], *out;
+		int nsides = sides_of(files[i], sides);
+		for (int k = 0; k < nsides; k++) {
+			snprintf(args, sizeof(args), "check '%s' --side %s --json", files[i], sides[k]);
 			int st = replay(&out, args);
 			cr_expect(st == 0 || st == 1, "%s exited %d:\n%s", args, st, out);
 			cr_expect(strstr(out, "{\"mode\": \"check\"") && strstr(out, "]}\n"),
@@ -567,10 +576,159 @@ Test(replay, external_captures_run_to_the_end)
 			cr_expect_eq(count(out, "\"kind\": "), count(out, "\"reason\": \"") -
 					 count(out, "\"reason\": \"\""), "%s:\n%s", args, out);
 			free(out);
-			nsides++;
 		}
 		cr_expect_gt(nsides, 0, "%s: no side with CM traffic", files[i]);
-		free(sides);
 		free(files[i]);
+	}
+}
+
+/* The shared reference captures (kernel CMs: tf_reference_captures): both
+ * sides of every one replay with no difference at all, each with its
+ * connections played — the engine makes the kernel's choices, destroys
+ * included (rxe-rdma-cm-read-write.pcap: the active side sends one DREQ and
+ * never retries it while its DREP takes 12.4 s). */
+Test(replay, reference_captures_both_sides_clean)
+{
+	char **files = NULL;
+	size_t n = 0;
+
+	tf_reference_captures(&files, &n);
+	if (!n)
+		cr_skip_test("no reference captures ($USCM_SOURCE_DIR/../shared/reference/captures/*.pcap)");
+	for (size_t i = 0; i < n; i++) {
+		char sides[8][128], args[1200], *out;
+		int nsides = sides_of(files[i], sides);
+
+		cr_expect_geq(nsides, 2, "%s: an active and a passive side expected", files[i]);
+		for (int k = 0; k < nsides; k++) {
+			snprintf(args, sizeof(args), "check '%s' --side %s", files[i], sides[k]);
+			int st = replay(&out, args);
+			cr_expect_eq(st, 0, "%s exited %d:\n%s", args, st, out);
+			cr_expect(!strncmp(out, "0 differences\n", 14), "%s:\n%s", args, out);
+			cr_expect(!strstr(out, ", 0 connections played"), "%s:\n%s", args, out);
+			free(out);
+		}
+		free(files[i]);
+	}
+	free(files);
+}
+
+/* ---- destroys inferred from a trace -------------------------------------- */
+
+/* Records one MAD node `from` (LID from + 1) sends on a native IB trace. */
+static void rec(struct um_pcap_writer *w, const struct tn *T, int from, const uint8_t *mad)
+{
+	struct um_frame_meta m = { 0 };
+
+	m.ts_ns = T->now;
+	m.link = UM_LINK_IB;
+	m.slid = (uint16_t)(from + 1);
+	m.dlid = (uint16_t)(2 - from);
+	m.pkey = 0xFFFF;
+	m.dest_qp = m.src_qp = 1;
+	m.qkey = 0x80010000;
+	cr_assert_eq(um_pcap_write_mad(w, &m, mad), 0);
+}
+
+/* Delivers node `from`'s queued MADs to the other node, recording them. */
+static void send_rec(struct um_pcap_writer *w, struct tn *T, int from)
+{
+	struct cmp_tx tx;
+
+	while (tn_take(T, from, &tx)) {
+		rec(w, T, from, tx.mad);
+		tn_deliver(T, 1 - from, tx.mad);
+	}
+	tn_events(T, 0);
+	tn_events(T, 1);
+}
+
+/* A trace made by two engines, A (LID 1) connecting to B (LID 2): REQ,
+ * REP, RTU, A's DREQ; B's DREP 12.4 s later (its application is slow).
+ * `destroyed`: A's application destroys its id right after the DREQ (as
+ * the kernel's cm_destroy_id, no retry); else A stays and its DREQ is
+ * retried on its timer (4.43 s: 2 * conv(14) + conv(20)) until the DREP. */
+static void dreq_trace(const char *file, int destroyed)
+{
+	struct tn T;
+	struct um_pcap_writer *w = um_pcap_open_write(file, UM_PCAP_LINKTYPE_ERF);
+	struct cmp_listen *l;
+	struct cmp_conn *ca, *cb;
+	struct cmp_req_param rq = { 0 };
+	struct cmp_rep_param rp = { 0 };
+
+	cr_assert(w);
+	tn_init(&T, NULL);
+	cr_assert_eq(cmp_listen(T.n[1].e, 0x0000000001061234ULL, 0, 0, NULL, &l), 0);
+	rq.primary = &T.n[0].to_peer;
+	rq.service_id = 0x0000000001061234ULL; /* RDMA_PS_TCP, port 0x1234 */
+	rq.qpn = 0x111;
+	rq.qp_type = CMP_QPT_RC;
+	rq.starting_psn = 0x1000;
+	rq.responder_resources = rq.initiator_depth = 1;
+	rq.retry_count = rq.rnr_retry_count = 7;
+	cr_assert_eq(cmp_connect(T.n[0].e, &rq, NULL, &ca, T.now), 0);
+	send_rec(w, &T, 0);
+	cr_assert(T.n[1].nev == 1 && T.n[1].ev[0].type == CMP_EV_REQ_RECEIVED);
+	cb = T.n[1].ev[0].conn;
+	T.now += 1000000;
+	rp.qpn = 0x222;
+	rp.starting_psn = 0x2000;
+	rp.responder_resources = rp.initiator_depth = 1;
+	rp.rnr_retry_count = 7;
+	cr_assert_eq(cmp_accept(T.n[1].e, cb, &rp, T.now), 0);
+	send_rec(w, &T, 1);
+	T.now += 1000000;
+	cr_assert_eq(cmp_rtu(T.n[0].e, ca, NULL, 0, T.now), 0);
+	send_rec(w, &T, 0);
+	T.now += 1000000;
+	cr_assert_eq(cmp_disconnect(T.n[0].e, ca, NULL, 0, T.now), 0);
+	send_rec(w, &T, 0);
+	cmp_time drep_at = T.now + 12400000000ULL;
+	if (destroyed)
+		cmp_conn_destroy(T.n[0].e, ca, T.now);
+	while (cmp_engine_get_expiry(T.n[0].e) < drep_at) {
+		T.now = cmp_engine_get_expiry(T.n[0].e);
+		cmp_engine_handle_expiry(T.n[0].e, T.now);
+		send_rec(w, &T, 0);
+	}
+	T.now = drep_at;
+	cr_assert_eq(cmp_disconnect(T.n[1].e, cb, NULL, 0, T.now), 0);
+	send_rec(w, &T, 1);
+	cr_assert_eq(um_pcap_close_write(w), 0);
+	tn_fini(&T);
+}
+
+/* S sent one DREQ and no retry, though the trace goes on 12.4 s, past its
+ * DREQ timer: S's application destroyed the id (the kernel's destroy sends
+ * nothing more). The replay infers it and finds no difference; with the
+ * retries in the trace it infers nothing and pairs them; the passive side
+ * is clean either way. */
+Test(replay, silent_dreq_retry_reads_as_destroy)
+{
+	char args[512], *out;
+
+	dreq_trace(path("destroyed.pcap"), 1);
+	dreq_trace(path("retried.pcap"), 0);
+	snprintf(args, sizeof(args), "check %s --side lid:1", path("destroyed.pcap"));
+	cr_expect_eq(replay(&out, args), 0, "%s:\n%s", args, out);
+	cr_expect(!strncmp(out, "0 differences\n", 14), "%s:\n%s", args, out);
+	cr_expect(strstr(out, "retransmits 0 ") && strstr(out, "destroyed 1 id (inferred"),
+		  "%s:\n%s", args, out);
+	free(out);
+
+	snprintf(args, sizeof(args), "check %s --side lid:1", path("retried.pcap"));
+	cr_expect_eq(replay(&out, args), 0, "%s:\n%s", args, out);
+	cr_expect(!strncmp(out, "0 differences\n", 14), "%s:\n%s", args, out);
+	cr_expect(strstr(out, "retransmits 2 ") && !strstr(out, "destroyed"), "%s:\n%s", args,
+		  out);
+	free(out);
+
+	for (int k = 0; k < 2; k++) {
+		snprintf(args, sizeof(args), "check %s --side lid:2",
+			 path(k ? "retried.pcap" : "destroyed.pcap"));
+		cr_expect_eq(replay(&out, args), 0, "%s:\n%s", args, out);
+		cr_expect(!strncmp(out, "0 differences\n", 14), "%s:\n%s", args, out);
+		free(out);
 	}
 }

@@ -23,10 +23,22 @@ void rp_opts_default(struct rp_opts *o)
 	o->seed = 1;
 }
 
+/* Destroys of S's application inferred from the trace: connection tc (an
+ * index into t->conns), played at time `at`. */
+struct rp_destroys {
+	struct rp_destroy {
+		int tc;
+		uint64_t at;
+	} *v;
+	size_t n, cap;
+	size_t known; /* the first `known` are played by the current run */
+};
+
 /* What the player knows about one connection of the trace. */
 struct pconn {
 	struct cmp_conn *ec;  /* the engine's, once connect / REQ_RECEIVED made it */
 	int skip;             /* not played: service not told about, undecodable */
+	int destroyed;        /* S's application destroyed it (inferred): ec is NULL */
 	int connected, accepted, rtu, dreq, drep;
 	/* The last instant both clocks agree on (a MAD fed, or a pair): times
 	 * are compared as intervals from there, so that one late timer in the
@@ -50,8 +62,14 @@ struct player {
 	uint64_t end_ts;
 	uint64_t vnow;             /* the engine's virtual clock */
 	int after_end;
+	int in_timer;              /* the engine MADs being drained come from a timer */
+	uint64_t last_ts;          /* the trace's last MAD */
 	struct cmp_conn **conns;   /* every engine connection seen, to destroy */
 	size_t nconns, capconns;
+	/* Destroys S's application made (docs/replay.md): those learned by an
+	 * earlier run, [0, dz->known), are played at their time; this run
+	 * appends those it finds. */
+	struct rp_destroys *dz;
 };
 
 #define NONE ((size_t)-1)
@@ -70,6 +88,15 @@ static void remember(struct player *p, struct cmp_conn *c)
 		p->capconns = nc;
 	}
 	p->conns[p->nconns++] = c;
+}
+
+static void forget(struct player *p, const struct cmp_conn *c)
+{
+	for (size_t i = 0; i < p->nconns; i++)
+		if (p->conns[i] == c) {
+			p->conns[i] = p->conns[--p->nconns];
+			return;
+		}
 }
 
 static int conn_of_engine(const struct player *p, const struct cmp_conn *c)
@@ -106,6 +133,53 @@ static size_t find_expected(const struct player *p, uint16_t attr, int tc, uint3
 	return NONE;
 }
 
+/* ---- destroys the trace implies ------------------------------------------------------ */
+
+/* S sent a MAD of this attribute in connection tc, and it was paired: an
+ * engine MAD of the same attribute there now is a retransmission. */
+static int s_sent_before(const struct player *p, int tc, uint16_t attr)
+{
+	for (size_t i = 0; i < p->t->n; i++) {
+		const struct rp_mad *m = &p->t->m[i];
+		if (m->dir == RP_FROM_S && m->conn == tc && m->cm_ok && m->hdr.attr_id == attr &&
+		    p->matched[i])
+			return 1;
+	}
+	return 0;
+}
+
+/* The engine's timer retransmitted for connection tc at `now` and S has no
+ * such copy anywhere in the trace, though the capture goes on past the
+ * timing tolerance: S's timers would have sent it, so S's application had
+ * destroyed the id by then. Inferred only where the kernel's cm_destroy_id
+ * sends nothing and cancels the retries (DREQ_SENT, SIDR_REQ_SENT); in the
+ * other retrying states a destroy sends a REJ, which S did not send. */
+static void note_destroy(struct player *p, int tc, const struct cmp_conn *ec, uint16_t attr,
+			 uint64_t now)
+{
+	enum cmp_state st = cmp_conn_state(ec);
+	struct rp_destroys *d = p->dz;
+
+	if (!d || (st != CMP_DREQ_SENT && st != CMP_SIDR_REQ_SENT) ||
+	    now + tolerance(p, tc, now) > p->last_ts || !s_sent_before(p, tc, attr))
+		return;
+	for (size_t k = 0; k < d->n; k++)
+		if (d->v[k].tc == tc)
+			return;
+	if (d->n == d->cap) {
+		size_t nc = d->cap ? d->cap * 2 : 8;
+		struct rp_destroy *nv = realloc(d->v, nc * sizeof(*nv));
+		if (!nv)
+			return;
+		d->v = nv;
+		d->cap = nc;
+	}
+	/* Played at this deadline: the latest moment the trace allows. */
+	d->v[d->n].tc = tc;
+	d->v[d->n].at = now;
+	d->n++;
+}
+
 static void on_tx(struct player *p, const struct cmp_tx *tx, uint64_t now)
 {
 	struct cmp_cm_msg em;
@@ -130,6 +204,8 @@ static void on_tx(struct player *p, const struct cmp_tx *tx, uint64_t now)
 		idx = find_expected(p, attr, tc, cmp_cm_remote_id(&em));
 	}
 	if (idx == NONE) {
+		if (p->in_timer && tc >= 0)
+			note_destroy(p, tc, tx->conn, attr, now);
 		struct rp_diff *d = rp_report_add(p->r, RP_D_EXTRA, 0, attr, NULL,
 						  "the engine sent %s (local ID 0x%08x, remote ID "
 						  "0x%08x) where S sent nothing",
@@ -205,6 +281,42 @@ static void drain(struct player *p, uint64_t now)
 	}
 }
 
+/* S's application destroys connection tc at `at` (inferred): the engine
+ * does what the kernel's destroy does; the record is the engine's alone
+ * from now on (its later MADs pair by the peer's comm ID). */
+static void destroy_conn(struct player *p, int tc, uint64_t at)
+{
+	struct pconn *c = &p->pc[tc];
+
+	if (!c->ec || c->destroyed)
+		return;
+	if (p->o->verbose)
+		fprintf(stderr, "uscm-replay: S went silent where its timer retransmits: its "
+				"application destroyed the id of frame %" PRIu64 " by t=%.6f\n",
+			p->t->m[p->t->conns[tc].first].frame, (double)(at - p->r->t0) / 1e9);
+	forget(p, c->ec);
+	cmp_conn_destroy(p->e, c->ec, at);
+	c->ec = NULL;
+	c->destroyed = 1;
+	p->res->destroys_inferred++;
+	drain(p, at);
+}
+
+/* Plays the destroys learned earlier that are due by x. 1 if any was. */
+static int apply_destroys(struct player *p, uint64_t x)
+{
+	int any = 0;
+
+	for (size_t k = 0; p->dz && k < p->dz->known; k++) {
+		const struct rp_destroy *d = &p->dz->v[k];
+		if (d->at <= x && p->pc[d->tc].ec && !p->pc[d->tc].destroyed) {
+			destroy_conn(p, d->tc, d->at);
+			any = 1;
+		}
+	}
+	return any;
+}
+
 /* Runs every timer due up to `now`, each at its own deadline. */
 static void advance(struct player *p, uint64_t now)
 {
@@ -214,8 +326,13 @@ static void advance(struct player *p, uint64_t now)
 			return;
 		if (x > p->vnow)
 			p->vnow = x;
+		/* A destroy due by then comes first: it may cancel this timer. */
+		if (apply_destroys(p, x))
+			continue;
+		p->in_timer = 1;
 		cmp_engine_handle_expiry(p->e, x);
 		drain(p, x);
+		p->in_timer = 0;
 	}
 }
 
@@ -612,10 +729,11 @@ static void trace_cb(void *ctx, const struct cmp_trace_rec *rec)
 	cmp_trace_print(stderr, rec);
 }
 
-int rp_check_run(const struct rp_trace *t, const struct rp_opts *o, struct rp_report *r,
-		 const struct rp_hooks *h, struct rp_result *res)
+/* One run of the trace; destroys in dz (learned) are played, new ones noted. */
+static int play(const struct rp_trace *t, const struct rp_opts *o, struct rp_report *r,
+		const struct rp_hooks *h, struct rp_result *res, struct rp_destroys *dz)
 {
-	struct player p = { .t = t, .o = o, .r = r, .h = h, .res = res };
+	struct player p = { .t = t, .o = o, .r = r, .h = h, .res = res, .dz = dz };
 	struct cmp_settings s;
 	uint64_t last = 0;
 
@@ -653,6 +771,7 @@ int rp_check_run(const struct rp_trace *t, const struct rp_opts *o, struct rp_re
 	}
 	p.pending = (long)NONE;
 	p.feeding = NONE;
+	p.last_ts = t->n ? t->m[t->n - 1].ts : 0;
 	plan(&p);
 
 	for (size_t i = 0; i < t->n; i++) {
@@ -748,4 +867,29 @@ int rp_check_run(const struct rp_trace *t, const struct rp_opts *o, struct rp_re
 	free(p.matched);
 	free(p.conns);
 	return 0;
+}
+
+/* A destroy shows only as the retransmissions that never came, which the
+ * engine finds by making them: play the trace, and when it finds destroys,
+ * play it again with them (a destroy found late can change what follows). */
+int rp_check_run(const struct rp_trace *t, const struct rp_opts *o, struct rp_report *r,
+		 const struct rp_hooks *h, struct rp_result *res)
+{
+	struct rp_destroys dz = { 0 };
+	int rc;
+
+	for (int run = 0;; run++) {
+		dz.known = dz.n;
+		rc = play(t, o, r, h, res, &dz);
+		if (rc < 0 || dz.n == dz.known || run == 8)
+			break;
+		uint64_t t0 = r->t0;
+		rp_report_free(r);
+		rp_report_init(r, t0);
+		if (o->verbose)
+			fprintf(stderr, "uscm-replay: playing again with %zu destroy(s) inferred\n",
+				dz.n);
+	}
+	free(dz.v);
+	return rc;
 }

