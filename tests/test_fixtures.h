@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/test_skip.h"
+
 /* Runs the printf-formatted shell command; returns its exit status (or -1).
  * Its standard output goes to *out (malloc'd) when out is not NULL. */
 static inline int tf_vsh(char **out, const char *fmt, va_list ap)

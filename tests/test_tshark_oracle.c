@@ -1936,7 +1936,7 @@ Test(tshark_oracle, rocev2_every_field_matches)
 	static struct report r;
 
 	if (!have_tshark())
-		cr_skip_test("tshark not installed");
+		tf_skip_missing("tshark not installed");
 	cr_assert_eq(oracle_run("oracle_rocev2.pcap", UM_LINK_ROCEV2, UM_PCAP_LINKTYPE_ETHERNET,
 				NULL, &r),
 		     0, "%u field(s) differ between tshark and uscm:\n%s", r.mismatches, r.buf);
@@ -1947,7 +1947,7 @@ Test(tshark_oracle, erf_native_ib_every_field_matches)
 	static struct report r;
 
 	if (!have_tshark())
-		cr_skip_test("tshark not installed");
+		tf_skip_missing("tshark not installed");
 	cr_assert_eq(oracle_run("oracle_ib.pcap", UM_LINK_IB, UM_PCAP_LINKTYPE_ERF, NULL, &r), 0,
 		     "%u field(s) differ between tshark and uscm:\n%s", r.mismatches, r.buf);
 }
@@ -1975,7 +1975,7 @@ Test(tshark_oracle, detects_a_corrupted_field)
 	static struct report r;
 
 	if (!have_tshark())
-		cr_skip_test("tshark not installed");
+		tf_skip_missing("tshark not installed");
 	cr_assert_eq(oracle_run("oracle_tampered.pcap", UM_LINK_ROCEV2, UM_PCAP_LINKTYPE_ETHERNET,
 				tamper, &r),
 		     2, "want exactly the two tampered fields, got %u:\n%s", r.mismatches, r.buf);
@@ -2001,7 +2001,7 @@ Test(tshark_oracle, every_compared_field_can_fail)
 	unsigned tried = 0, skipped = 0;
 
 	if (!have_tshark())
-		cr_skip_test("tshark not installed");
+		tf_skip_missing("tshark not installed");
 	for (size_t fi = 0; fi < sizeof(files) / sizeof(files[0]); fi++) {
 		struct tsfields t;
 		struct tsout o;
@@ -2101,7 +2101,7 @@ Test(tshark_oracle, table_lists_every_tshark_field)
 	FILE *f;
 
 	if (!have_tshark())
-		cr_skip_test("tshark not installed");
+		tf_skip_missing("tshark not installed");
 	snprintf(cmd, sizeof(cmd), "WIRESHARK_CONFIG_DIR='%s' tshark -G fields 2>/dev/null",
 		 tpath(""));
 	f = popen(cmd, "r");
@@ -2148,7 +2148,7 @@ Test(tshark_oracle, external_captures)
 		cr_skip_test("no captures: set USCM_ORACLE_PCAPS=a.pcap:b.pcap or provide "
 			     "$USCM_SOURCE_DIR/../shared/reference/captures/*.pcap");
 	if (!have_tshark())
-		cr_skip_test("tshark not installed");
+		tf_skip_missing("tshark not installed");
 	for (size_t i = 0; i < n; i++) {
 		unsigned bad = oracle_capture(paths[i], &r);
 

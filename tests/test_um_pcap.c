@@ -860,7 +860,7 @@ Test(um_pcap, tshark_decodes_rocev2)
 	int n;
 
 	if (!have_tshark())
-		cr_skip("tshark not installed");
+		tf_skip_missing("tshark not installed");
 	p = tpath("oracle_roce.pcap");
 	roce_meta(&m, 1712345678987654321ull);
 	m.sgid[12] = 172, m.sgid[13] = 16, m.sgid[14] = 33, m.sgid[15] = 44;
@@ -927,7 +927,7 @@ Test(um_pcap, tshark_decodes_erf_infiniband)
 	int n;
 
 	if (!have_tshark())
-		cr_skip("tshark not installed");
+		tf_skip_missing("tshark not installed");
 	p = tpath("oracle_ib.pcap");
 	ib_meta(&m, 1500000000000000001ull, 0);
 	m.slid = 0x1234;
@@ -1006,7 +1006,7 @@ Test(um_pcap, tshark_decodes_erf_ethernet)
 	uint8_t mad[UM_MAD_SIZE];
 
 	if (!have_tshark())
-		cr_skip("tshark not installed");
+		tf_skip_missing("tshark not installed");
 	p = tpath("oracle_erf_eth.pcap");
 	roce_meta(&m, 5);
 	m.src_qp = 0x000321;
@@ -1052,7 +1052,7 @@ Test(um_pcap, corpus_files_read_as_documented)
 		int n;
 
 		if (!corpus_path(p, sizeof(p), want[i].name))
-			cr_skip("corpus not found next to %s", __FILE__);
+			tf_skip_missing("corpus not found next to %s", __FILE__);
 		cr_assert_eq(read_all(p, got, 4, &n, &st), 0, "%s", p);
 		cr_assert_eq(st.frames, want[i].frames, "%s", p);
 		cr_assert_eq(st.mads, want[i].mads, "%s", p);

@@ -59,7 +59,7 @@ Test(uscm_bench, small_run_table_and_csv, .fini = fini, .timeout = 300)
 
 	snprintf(path, sizeof(path), "%s/uscm-bench", bin());
 	if (access(path, X_OK))
-		cr_skip_test("uscm-bench is not built (no librdmacm target in this build)");
+		tf_skip_missing("uscm-bench is not built (no librdmacm target in this build)");
 	const char *f = tf_path(dir, "uscm-bench-test.", "b.csv");
 	rc = sh(&out, "%s -n 20 -s 5 --mad 20 --engine 200 --csv %s 2>&1", path, f);
 	cr_assert_eq(rc, 0, "uscm-bench failed:\n%s", out);

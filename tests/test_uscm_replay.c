@@ -56,9 +56,9 @@ static void fini(void)
 static void need_tools(void)
 {
 	if (sh(NULL, "command -v rping >/dev/null") != 0)
-		cr_skip_test("rping (Debian rdmacm-utils) is not installed");
+		tf_skip_missing("rping (Debian rdmacm-utils) is not installed");
 	if (sh(NULL, "test -x %s/uscm-sim && test -e %s/../lib/librdmacm.so.1", bin(), bin()) != 0)
-		cr_skip_test("the simulated fabric or uscm's librdmacm is not built");
+		tf_skip_missing("the simulated fabric or uscm's librdmacm is not built");
 }
 
 /* The environment rping needs to load uscm's librdmacm over the sim's

@@ -27,7 +27,7 @@ static void setup(void)
 	snprintf(cmake, sizeof(cmake), "%s", c);
 	snprintf(p, sizeof(p), "%s/bin/uscmd", build);
 	if (access(p, X_OK) != 0)
-		cr_skip_test("%s is not built: `cmake --build build --target uscmd rdmacm` first", p);
+		tf_skip_missing("%s is not built: `cmake --build build --target uscmd rdmacm` first", p);
 	tf_path(dir, "uscm-install-", "");
 }
 

@@ -85,7 +85,7 @@ static inline void lt_fabric_start_opts(const char *link, int nodes, const char 
 	int rc;
 
 	if (!lt_have_sim())
-		cr_skip_test("build/bin/uscm-sim is not built (sim/, issue 4): needs the simulated fabric");
+		tf_skip_missing("build/bin/uscm-sim is not built (sim/, issue 4): needs the simulated fabric");
 	snprintf(lt_dir, sizeof(lt_dir), "/tmp/uscm-libtest.XXXXXX");
 	cr_assert(mkdtemp(lt_dir), "mkdtemp");
 	char pid[32];

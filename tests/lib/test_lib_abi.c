@@ -310,5 +310,5 @@ Test(abi, rdmacm_utils_binaries_load)
 		free(out);
 	}
 	if (!tried)
-		cr_skip_test("rdmacm-utils is not installed (scripts/install-deps.sh adds it)");
+		tf_skip_missing("rdmacm-utils is not installed (scripts/install-deps.sh adds it)");
 }

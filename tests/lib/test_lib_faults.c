@@ -272,9 +272,9 @@ static void run_cell(const struct cell *cell)
 	int pass = 1;
 
 	if (only && *only && strcmp(only, c->name))
-		cr_skip_test("USCM_FAULTS_ONLY=%s", only);
+		tf_deselect("USCM_FAULTS_ONLY=%s", only);
 	if (c->full && !(full && atoi(full)))
-		cr_skip_test("%s runs on demand: USCM_FAULTS_FULL=1 (scripts/fault-matrix.sh)", c->name);
+		tf_deselect("%s runs on demand: USCM_FAULTS_FULL=1 (scripts/fault-matrix.sh)", c->name);
 	lt_fabric_start(c->roce ? "roce" : "ib", 2);
 	if (lt_daemon) {
 		if (dc.client_expect_d)
@@ -487,11 +487,11 @@ static void run_ucell(const struct ucell *c)
 	uint64_t t0 = 0, dt = 0;
 
 	if (only && *only && strcmp(only, c->name))
-		cr_skip_test("USCM_FAULTS_ONLY=%s", only);
+		tf_deselect("USCM_FAULTS_ONLY=%s", only);
 	if (c->full && !(full && atoi(full)))
-		cr_skip_test("%s runs on demand: USCM_FAULTS_FULL=1 (scripts/fault-matrix.sh)", c->name);
+		tf_deselect("%s runs on demand: USCM_FAULTS_FULL=1 (scripts/fault-matrix.sh)", c->name);
 	if (lt_sh(NULL, "command -v %s >/dev/null", c->bin) != 0)
-		cr_skip_test("%s (Debian rdmacm-utils) is not installed", c->bin);
+		tf_skip_missing("%s (Debian rdmacm-utils) is not installed", c->bin);
 #ifndef USCM_SANITIZED
 	if (c->valgrind && lt_sh(NULL, "command -v valgrind >/dev/null") == 0)
 		snprintf(vg, sizeof(vg),

@@ -12,8 +12,8 @@
  *     arrowhead markers, measures its text, finds the "retry #1" label,
  *     draws it as an <img> onto a canvas and counts the non-white pixels;
  *     --dump-dom prints the result.
- * Chromium is a dependency (scripts/install-deps.sh): its absence fails the
- * test. Each Chromium run is bounded by `timeout` and uses its own profile.
+ * Chromium is a dependency (scripts/install-deps.sh): without it the test
+ * is skipped, and fails under USCM_REQUIRE_ALL=1 (CI). Each Chromium run is bounded by `timeout` and uses its own profile.
  */
 #include "libtest.h"
 
@@ -140,8 +140,8 @@ static void check_in_chromium(const char *svgpath, int mads)
 	FILE *f;
 
 	if (lt_sh(NULL, "command -v chromium >/dev/null") != 0)
-		cr_assert_fail("chromium is not installed: scripts/install-deps.sh installs it "
-			       "(the ladder SVG must be checked in a browser)");
+		tf_skip_missing("chromium is not installed: scripts/install-deps.sh installs it "
+				"(the ladder SVG must be checked in a browser)");
 	svg = slurp(svgpath, &len);
 	width = field(svg, "width=\"");
 	height = field(svg, "height=\"");
@@ -206,7 +206,7 @@ Test(ladder, lost_rep_retry_in_the_svg)
 	int st = -1, reps = 0;
 
 	if (lt_sh(NULL, "command -v rping >/dev/null") != 0)
-		cr_skip_test("rping (Debian rdmacm-utils) is not installed");
+		tf_skip_missing("rping (Debian rdmacm-utils) is not installed");
 	lt_fabric_start("ib", 2);
 	snprintf(spcap, sizeof(spcap), "%s/server.pcap", lt_dir);
 	cr_assert_eq(lt_sh(&out, "%s/uscm-sim fault --dir %s/f 'drop=100%%,class=0x07,attr=0x13' 2>&1",

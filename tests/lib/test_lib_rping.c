@@ -52,7 +52,7 @@ static char *pair_when(const char *link, const char *bin, const char *server,
 	int st = -1;
 
 	if (lt_sh(NULL, "command -v %s >/dev/null", bin) != 0)
-		cr_skip_test("%s (Debian rdmacm-utils) is not installed", bin);
+		tf_skip_missing("%s (Debian rdmacm-utils) is not installed", bin);
 	lt_fabric_start(link, 2);
 	/* The server's pid (of `timeout`, which passes SIGTERM on) and, once it
 	 * is done, its exit status go to files. */

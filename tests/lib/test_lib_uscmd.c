@@ -74,7 +74,7 @@ static char *dpair(const char *bin, int sn, const char *server, int cn, const ch
 	int st = -1;
 
 	if (lt_sh(NULL, "command -v %s >/dev/null", bin) != 0)
-		cr_skip_test("%s (Debian rdmacm-utils) is not installed", bin);
+		tf_skip_missing("%s (Debian rdmacm-utils) is not installed", bin);
 	cr_assert_eq(lt_sh(NULL,
 			   "(%s timeout 60 %s >%s/%s.out 2>&1 & echo $! >%s/%s.pid; wait $!;"
 			   " echo $? >%s/%s.rc) >/dev/null 2>&1 &",
@@ -205,7 +205,7 @@ static void mckey_one_node(const char *link)
 	char *out, *r1 = NULL, *r2 = NULL;
 
 	if (lt_sh(NULL, "command -v mckey >/dev/null") != 0)
-		cr_skip_test("mckey (Debian rdmacm-utils) is not installed");
+		tf_skip_missing("mckey (Debian rdmacm-utils) is not installed");
 	dstart(link, 2);
 	for (int i = 1; i <= 2; i++)
 		cr_assert_eq(lt_sh(NULL,
@@ -670,7 +670,7 @@ Test(hostwide, child_of_a_process_that_used_the_library_connects)
 	int st = -1;
 
 	if (lt_sh(NULL, "command -v rping >/dev/null") != 0)
-		cr_skip_test("rping (Debian rdmacm-utils) is not installed");
+		tf_skip_missing("rping (Debian rdmacm-utils) is not installed");
 	dstart("ib", 2);
 	lt_node(1);
 	/* the parent uses the library first (its connection to the daemon) */
@@ -752,7 +752,7 @@ static void need_root(void)
 	if (geteuid() != 0)
 		cr_skip_test("switching to user nobody needs root (CI runs as root)");
 	if (lt_sh(NULL, "command -v setpriv >/dev/null") != 0)
-		cr_skip_test("setpriv (util-linux) is not installed");
+		tf_skip_missing("setpriv (util-linux) is not installed");
 }
 
 /* The fabric as a real host has it: umad root-only, verbs open to all
@@ -775,7 +775,7 @@ Test(unpriv, rping_as_nobody_through_the_daemon)
 	char server[1024], client[1024], *out;
 
 	if (lt_sh(NULL, "command -v rping >/dev/null") != 0)
-		cr_skip_test("rping (Debian rdmacm-utils) is not installed");
+		tf_skip_missing("rping (Debian rdmacm-utils) is not installed");
 	unpriv_start();
 	/* nobody can not open a umad device on this fabric ... */
 	cr_assert_neq(lt_sh(&out, "%s %s saquery PR 2>&1", denv(1), NOBODY), 0,
@@ -795,7 +795,7 @@ Test(unpriv, in_process_mode_as_nobody_fails_clearly)
 	int st;
 
 	if (lt_sh(NULL, "command -v rping >/dev/null") != 0)
-		cr_skip_test("rping (Debian rdmacm-utils) is not installed");
+		tf_skip_missing("rping (Debian rdmacm-utils) is not installed");
 	unpriv_start();
 	/* the environment of an unmodified binary (ASan preloads included)
 	 * without the daemon-mode wrapper */
@@ -982,7 +982,7 @@ Test(hostwide, uscmd_pcap_captures_the_host)
 	int up = 0;
 
 	if (lt_sh(NULL, "command -v rping >/dev/null") != 0)
-		cr_skip_test("rping (Debian rdmacm-utils) is not installed");
+		tf_skip_missing("rping (Debian rdmacm-utils) is not installed");
 	dstart("ib", 2);
 	cr_assert_eq(lt_sh(&out, "%s/uscm-sim uscmd --dir %s node1 stop 2>&1", lt_bin(),
 			   getenv("USCM_SIM_DIR")),

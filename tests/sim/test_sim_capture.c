@@ -28,7 +28,7 @@ TestSuite(capture, .init = setup, .fini = teardown, .timeout = 120);
 static void need(const char *tool)
 {
 	if (!st_tool(tool))
-		cr_skip_test("%s not installed", tool);
+		tf_skip_missing("%s not installed", tool);
 }
 
 static void start(const char *link, const char *pcap)
@@ -78,7 +78,7 @@ static void check_tshark(const char *pcap, long *mads)
 	long frames, bth;
 
 	if (!st_tool("tshark")) {
-		cr_log_warn("tshark not installed: decode check skipped");
+		tf_warn_missing("tshark not installed: decode check skipped");
 		*mads = -1;
 		return;
 	}
@@ -99,7 +99,7 @@ static void check_uscm_decode(const char *pcap, long tshark_mads)
 
 	snprintf(dec, sizeof(dec), "%s/uscm-decode", st_bin());
 	if (access(dec, X_OK) != 0) {
-		cr_log_warn("%s not built: uscm-decode check skipped", dec);
+		tf_warn_missing("%s not built: uscm-decode check skipped", dec);
 		return;
 	}
 	cr_assert_eq(st_sh(&out, "'%s' '%s' 2>&1", dec, pcap), 0, "%s", out);

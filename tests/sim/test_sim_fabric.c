@@ -626,8 +626,10 @@ Test(fabric, pcap_of_sa_traffic_decodes)
 	memcpy(pr + 24, g_f->st->nodes[2].gid, 16);
 	cr_assert_eq(sa_call(2, 0x01, 0x0035, (1ull << 2) | (1ull << 3), pr, 64, &g_r), 0);
 	cr_assert_eq(sa_call(2, 0x12, 0x0035, 0, NULL, 0, &g_r), 0);
-	if (!st_have("tshark"))
+	if (!st_have("tshark")) {
+		tf_warn_missing("tshark not installed: decode check skipped");
 		return;
+	}
 	cr_assert_eq(st_sh(&out, "tshark -r '%s' -T fields -e infiniband.lrh.slid -e infiniband.lrh.dlid "
 				 "-e infiniband.mad.method -e infiniband.mad.attributeid -e _ws.malformed "
 				 "2>/dev/null | head -3", pcap), 0);

@@ -36,11 +36,18 @@ static void teardown(void)
 	g_dir = NULL;
 }
 
-/* cr_skip_test ends a test without its .fini: clean up first. */
+/* cr_skip_test ends a test without its .fini: clean up first. SKIP for
+ * what CI cannot provide either, SKIP_MISSING for what the project does
+ * (tests/test_skip.h). */
 #define SKIP(...)                              \
 	do {                                   \
 		teardown();                    \
 		cr_skip_test(__VA_ARGS__);     \
+	} while (0)
+#define SKIP_MISSING(...)                      \
+	do {                                   \
+		teardown();                    \
+		tf_skip_missing(__VA_ARGS__);  \
 	} while (0)
 
 TestSuite(host, .init = setup, .fini = teardown, .timeout = 120);
@@ -148,7 +155,7 @@ Test(host, uscmd_per_node)
 		for (int i = 1; i <= 3; i++)
 			cr_assert_eq(f->st->uscmd_pid[i], 0);
 		simf_detach(f);
-		SKIP("%s is not built: the host service was not started", bin);
+		SKIP_MISSING("%s is not built: the host service was not started", bin);
 	}
 	free(out);
 	f = attach();
@@ -213,7 +220,7 @@ Test(host, uscmd_command)
 	struct simf *f;
 
 	if (!have_uscmd(bin, sizeof(bin)))
-		SKIP("%s is not built", bin);
+		SKIP_MISSING("%s is not built", bin);
 	free(start("--nodes 2"));
 	f = attach();
 	sock_path("node2", sock, sizeof(sock));
@@ -286,7 +293,7 @@ Test(host, uscmds_go_with_the_watched_process)
 	int p[2], status;
 
 	if (!have_uscmd(bin, sizeof(bin)))
-		SKIP("%s is not built", bin);
+		SKIP_MISSING("%s is not built", bin);
 	cr_assert_eq(pipe(p), 0);
 	child = fork();
 	if (child == 0) {
@@ -420,7 +427,7 @@ static const char *as_nobody(void)
 	if (geteuid() != 0)
 		SKIP("not root: cannot run programs as user nobody");
 	if (!sp)
-		SKIP("setpriv not installed (util-linux)");
+		SKIP_MISSING("setpriv not installed (util-linux)");
 	pw = getpwnam("nobody");
 	if (!pw)
 		SKIP("no user nobody");
@@ -473,7 +480,7 @@ Test(host, verbs_as_nobody)
 	pid_t srv, cli;
 
 	if (!devinfo || !pp)
-		SKIP("ibverbs-utils not installed");
+		SKIP_MISSING("ibverbs-utils not installed");
 	nb = as_nobody();
 	free(start("--nodes 2 --no-uscmd"));
 	rc = st_sh(&out, "'%s/uscm-sim' run --dir '%s' --node node1 -- %s %s 2>&1", st_bin(), g_dir, nb, devinfo);
@@ -534,7 +541,7 @@ Test(host, umad_is_root_only_by_default)
 	int rc;
 
 	if (!saquery || !ibstat)
-		SKIP("infiniband-diags not installed");
+		SKIP_MISSING("infiniband-diags not installed");
 	nb = as_nobody();
 	free(start("--nodes 2 --no-uscmd"));
 	cr_assert_eq(st_sh(&out, "'%s/uscm-sim' status --dir '%s'", st_bin(), g_dir), 0);
@@ -580,7 +587,7 @@ Test(host, umad_access_all)
 	cr_assert(strstr(out, "umad ports: open to every user"), "%s", out);
 	free(out);
 	if (!saquery)
-		SKIP("infiniband-diags not installed");
+		SKIP_MISSING("infiniband-diags not installed");
 	nb = as_nobody();
 	rc = st_sh(&out, "'%s/uscm-sim' run --dir '%s' --node node1 -- %s %s PR --slid 2 --dlid 3 2>&1", st_bin(),
 		   g_dir, nb, saquery);

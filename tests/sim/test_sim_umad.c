@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "sim/simf.h"
+#include "tests/test_skip.h"
 
 #define UHDR ((int)sizeof(struct ib_user_mad))
 #define QP1_QKEY 0x80010000u
@@ -166,7 +167,7 @@ static void fabric_down(void)
 	do {                                                                                   \
 		fabric_up_link((link), (nodes));                                               \
 		if (!g_up)                                                                     \
-			cr_skip_test("no fabric: %s missing or `uscm-sim start` failed", g_sim); \
+			tf_skip_missing("no fabric: %s missing or `uscm-sim start` failed", g_sim); \
 	} while (0)
 
 #define NEED_FABRIC() NEED_FABRIC_LINK("ib", "3")
@@ -1454,7 +1455,7 @@ Test(sim_umad, debian_ibstat)
 
 	NEED_FABRIC();
 	if (access("/usr/sbin/ibstat", X_OK))
-		cr_skip_test("ibstat not installed (apt-get install infiniband-diags)");
+		tf_skip_missing("ibstat not installed (apt-get install infiniband-diags)");
 	rc = run_tool("node2", ibstat, out, sizeof(out));
 	cr_assert_neq(rc, -2, "this test does not run with the sim's libibumad.so.3");
 	cr_assert_eq(rc, 0, "ibstat: %s", out);
@@ -1485,7 +1486,7 @@ Test(sim_umad, debian_saquery)
 
 	NEED_FABRIC();
 	if (access("/usr/sbin/saquery", X_OK))
-		cr_skip_test("saquery not installed (apt-get install infiniband-diags)");
+		tf_skip_missing("saquery not installed (apt-get install infiniband-diags)");
 	rc = run_tool("node2", nr, out, sizeof(out));
 	cr_assert_neq(rc, -2, "this test does not run with the sim's libibumad.so.3");
 	cr_assert_eq(rc, 0, "saquery: %s", out);

@@ -67,7 +67,7 @@ static void fabric_start_opts(const char *link, unsigned seed, const char *fault
 
 	snprintf(g_sim, sizeof(g_sim), "%s/uscm-sim", bin ? bin : "build/bin");
 	if (access(g_sim, X_OK))
-		cr_skip_test("no %s: the fabric tool is not built", g_sim);
+		tf_skip_missing("no %s: the fabric tool is not built", g_sim);
 	if (lib)
 		snprintf(g_libdir, sizeof(g_libdir), "%s", lib);
 	else
@@ -1673,7 +1673,7 @@ static char *slurp(const char *path)
 static void need_tool(const char *path)
 {
 	if (access(path, X_OK))
-		cr_skip_test("%s not installed (Debian package ibverbs-utils)", path);
+		tf_skip_missing("%s not installed (Debian package ibverbs-utils)", path);
 }
 
 Test(sim_verbs, unmodified_ibv_devinfo, .fini = fabric_stop, .timeout = 60)

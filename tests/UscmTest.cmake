@@ -1,0 +1,34 @@
+# The one place Criterion test executables are made and registered with
+# CTest (tests/, tests/lib/, tests/sim/). docs/testing.md says why.
+#
+#   uscm_test_executable(NAME SOURCE)
+#       build/tests/NAME from SOURCE with tests/cr_main.c as its main(): a
+#       binary in which tests were skipped (and none failed) exits 77.
+#   uscm_add_test(TEST EXE [TIMEOUT s] [ENVIRONMENT VAR=value...])
+#       registers `EXE --jobs 1` as TEST with USCM_SOURCE_DIR, USCM_BIN_DIR,
+#       the given environment and SKIP_RETURN_CODE 77: CTest shows such a
+#       binary as "Not Run (Skipped)", never as "Passed".
+
+set(USCM_TEST_SKIP_CODE 77)
+
+function(uscm_test_executable name src)
+  add_executable(${name} ${src} ${CMAKE_SOURCE_DIR}/tests/cr_main.c)
+  target_include_directories(${name} PRIVATE ${CRITERION_INCLUDE_DIRS})
+  target_link_libraries(${name} PRIVATE ${CRITERION_LIBRARIES})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+endfunction()
+
+function(uscm_add_test test exe)
+  cmake_parse_arguments(T "" "TIMEOUT" "ENVIRONMENT" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  # --jobs 1: Criterion forks per test; CTest already runs files in parallel.
+  add_test(NAME ${test} COMMAND ${exe} --jobs 1)
+  set(env "USCM_SOURCE_DIR=${CMAKE_SOURCE_DIR}" "USCM_BIN_DIR=${CMAKE_BINARY_DIR}/bin"
+      ${T_ENVIRONMENT})
+  set_tests_properties(${test} PROPERTIES
+    ENVIRONMENT "${env}"
+    SKIP_RETURN_CODE ${USCM_TEST_SKIP_CODE}
+    TIMEOUT ${T_TIMEOUT})
+endfunction()
