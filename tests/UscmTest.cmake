@@ -4,6 +4,7 @@
 #   uscm_test_executable(NAME SOURCE)
 #       build/tests/NAME from SOURCE with tests/cr_main.c as its main(): a
 #       binary in which tests were skipped (and none failed) exits 77.
+#       USCM_TEST_BIN_DIR is this build's bin/ (libtest.h, simtest.h).
 #   uscm_add_test(TEST EXE [TIMEOUT s] [ENVIRONMENT VAR=value...])
 #       registers `EXE --jobs 1` as TEST with USCM_SOURCE_DIR, USCM_BIN_DIR,
 #       the given environment and SKIP_RETURN_CODE 77: CTest shows such a
@@ -16,6 +17,8 @@ function(uscm_test_executable name src)
   target_include_directories(${name} PRIVATE ${CRITERION_INCLUDE_DIRS})
   target_link_libraries(${name} PRIVATE ${CRITERION_LIBRARIES})
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  # build/bin when USCM_BIN_DIR is not set (a binary run by hand)
+  target_compile_definitions(${name} PRIVATE USCM_TEST_BIN_DIR="${CMAKE_BINARY_DIR}/bin")
 endfunction()
 
 function(uscm_add_test test exe)

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -22,10 +23,16 @@
 
 #include "tests/test_fixtures.h"
 
+/* build/bin: USCM_BIN_DIR (CTest sets it), else the build tree this binary
+ * was built in (USCM_TEST_BIN_DIR, tests/UscmTest.cmake). */
 static inline const char *lt_bin(void)
 {
 	const char *b = getenv("USCM_BIN_DIR");
+#ifdef USCM_TEST_BIN_DIR
+	return b && *b ? b : USCM_TEST_BIN_DIR;
+#else
 	return b && *b ? b : "build/bin";
+#endif
 }
 
 /* build/ (the parent of bin/). */
@@ -54,6 +61,65 @@ static inline int lt_have_sim(void)
 }
 
 static char lt_dir[256];
+
+/* The file mapped into this process whose name starts with prefix (from
+ * /proc/self/maps: "libibverbs.so" matches libibverbs.so.1.14.44.0) into
+ * path; 0 when there is none. */
+static inline int lt_mapped(const char *prefix, char *path, size_t len)
+{
+	FILE *fp = fopen("/proc/self/maps", "r");
+	char line[PATH_MAX + 128];
+	int found = 0;
+
+	while (fp && !found && fgets(line, sizeof(line), fp)) {
+		char *f = strchr(line, '/'), *b;
+
+		if (!f)
+			continue;
+		f[strcspn(f, "\n")] = 0;
+		b = strrchr(f, '/') + 1;
+		if (!strncmp(b, prefix, strlen(prefix))) {
+			snprintf(path, len, "%s", f);
+			found = 1;
+		}
+	}
+	if (fp)
+		fclose(fp);
+	return found;
+}
+
+/* The fabric's programs see the simulated HCAs through the drop-in
+ * libibverbs / libibumad in build/sim/lib; this process must load the same
+ * ones (CTest's LD_LIBRARY_PATH, or the executable's RPATH). Over any
+ * others every rdma_* call fails with ENODEV, which a test would only
+ * report when its first wait ran out: say at once how to run it. */
+static inline void lt_check_dropins(void)
+{
+	static const char *const libs[] = { "libibverbs.so", "libibumad.so" };
+	char dir[PATH_MAX], want[PATH_MAX], got[PATH_MAX], exe[PATH_MAX] = "";
+	const char *name;
+
+	snprintf(dir, sizeof(dir), "%s/sim/lib", lt_build());
+	if (!realpath(dir, want))
+		return; /* no drop-ins built: uscm-sim says so */
+	for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++) {
+		char real[PATH_MAX];
+		size_t wl = strlen(want);
+
+		if (!lt_mapped(libs[i], got, sizeof(got)))
+			snprintf(got, sizeof(got), "(not loaded)");
+		else if (realpath(got, real) && !strncmp(real, want, wl) && real[wl] == '/')
+			continue;
+		if (readlink("/proc/self/exe", exe, sizeof(exe) - 1) < 0)
+			snprintf(exe, sizeof(exe), "test_lib_*");
+		name = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
+		if (!realpath(lt_build(), dir))
+			snprintf(dir, sizeof(dir), "%s", lt_build());
+		cr_assert_fail("%s is %s, not the simulated fabric's: run `ctest -R %s` in %s, or "
+			       "set LD_LIBRARY_PATH=%s/lib:%s",
+			       libs[i], got, name, dir, dir, want);
+	}
+}
 
 /* 1 when the fabric runs a uscmd per node (daemon mode, issue 12): lt_node
  * then points USCM_SOCKET at that node's daemon. */
@@ -86,6 +152,7 @@ static inline void lt_fabric_start_opts(const char *link, int nodes, const char 
 
 	if (!lt_have_sim())
 		tf_skip_missing("build/bin/uscm-sim is not built (sim/, issue 4): needs the simulated fabric");
+	lt_check_dropins();
 	snprintf(lt_dir, sizeof(lt_dir), "/tmp/uscm-libtest.XXXXXX");
 	cr_assert(mkdtemp(lt_dir), "mkdtemp");
 	char pid[32];

@@ -91,11 +91,16 @@ static inline ssize_t st_recv(struct simf *f, int fd, void *buf, size_t cap, int
  * *out (malloc'd) when out is not NULL. */
 #define st_sh tf_sh /* tests/test_fixtures.h */
 
+/* build/bin: USCM_BIN_DIR (CTest sets it), else the build tree this binary
+ * was built in (USCM_TEST_BIN_DIR, tests/UscmTest.cmake). */
 static inline const char *st_bin(void)
 {
 	const char *b = getenv("USCM_BIN_DIR");
-
+#ifdef USCM_TEST_BIN_DIR
+	return b && *b ? b : USCM_TEST_BIN_DIR;
+#else
 	return b && *b ? b : "build/bin";
+#endif
 }
 
 static inline int st_have(const char *prog)
