@@ -53,6 +53,76 @@ static inline uint64_t lt_now_ms(void)
 /* Runs a shell command; its exit status (or -1). Output in *out (malloc'd). */
 #define lt_sh tf_sh /* tests/test_fixtures.h */
 
+/* ---- waiting for something to happen -------------------------------------------- */
+
+/* Evaluates cond (an expression) every 2 ms until it is true or ms have
+ * passed; its last value (0: timed out). Tests order events by waiting for
+ * a state they can observe (a file, a counter, a process gone), never by
+ * sleeping a fixed time, which is either too short on a loaded machine or
+ * wasted on an idle one. */
+#define lt_wait_until(cond, ms)                                                        \
+	({                                                                             \
+		uint64_t t0_ = lt_now_ms();                                            \
+		int ok_;                                                               \
+		while (!(ok_ = !!(cond)) && lt_now_ms() - t0_ < (uint64_t)(ms))        \
+			usleep(2000);                                                  \
+		ok_;                                                                   \
+	})
+
+/* The size of a file, -1 when it does not exist. */
+static inline long lt_file_size(const char *path)
+{
+	struct stat sb;
+
+	return stat(path, &sb) == 0 ? (long)sb.st_size : -1;
+}
+
+/* 1 when the file exists and contains text. */
+static inline int lt_file_has(const char *path, const char *text)
+{
+	char *out = NULL;
+	int found;
+
+	lt_sh(&out, "cat '%s' 2>/dev/null", path);
+	found = out && strstr(out, text) != NULL;
+	free(out);
+	return found;
+}
+
+/* 1 when process pid no longer runs: gone, or a zombie nobody reaped yet
+ * (it will not write another byte). */
+static inline int lt_pid_gone(pid_t pid)
+{
+	char path[64], buf[512], *st;
+	FILE *fp;
+	size_t n;
+
+	if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH))
+		return 1;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (!(fp = fopen(path, "r")))
+		return 1;
+	n = fread(buf, 1, sizeof(buf) - 1, fp);
+	fclose(fp);
+	buf[n] = 0;
+	st = strrchr(buf, ')'); /* "pid (comm) S ...": comm may hold spaces */
+	return st && (st[2] == 'Z' || st[2] == 'X');
+}
+
+/* The pid a shell wrote into a file (`echo $! >FILE`), or -1. */
+static inline pid_t lt_pid_file(const char *path)
+{
+	FILE *fp = fopen(path, "r");
+	int pid = -1;
+
+	if (fp) {
+		if (fscanf(fp, "%d", &pid) != 1)
+			pid = -1;
+		fclose(fp);
+	}
+	return (pid_t)pid;
+}
+
 static inline int lt_have_sim(void)
 {
 	char p[1024];
@@ -106,9 +176,9 @@ static inline void lt_check_dropins(void)
 		char real[PATH_MAX];
 		size_t wl = strlen(want);
 
-		if (!lt_mapped(libs[i], got, sizeof(got)))
-			snprintf(got, sizeof(got), "(not loaded)");
-		else if (realpath(got, real) && !strncmp(real, want, wl) && real[wl] == '/')
+		/* not loaded: this test only runs other programs */
+		if (!lt_mapped(libs[i], got, sizeof(got)) ||
+		    (realpath(got, real) && !strncmp(real, want, wl) && real[wl] == '/'))
 			continue;
 		if (readlink("/proc/self/exe", exe, sizeof(exe) - 1) < 0)
 			snprintf(exe, sizeof(exe), "test_lib_*");
@@ -347,14 +417,24 @@ struct lt_pipes {
 	int go[2];    /* parent -> child */
 };
 
+/* The next byte the child writes to p->ready[1], waiting at most ms (the
+ * test fails with `what` when none comes). */
+static inline char lt_child_says(struct lt_pipes *p, int ms, const char *what)
+{
+	struct pollfd pf = { .fd = p->ready[0], .events = POLLIN };
+	char c = 0;
+
+	cr_assert_eq(poll(&pf, 1, ms), 1, "%s", what);
+	cr_assert_eq(read(p->ready[0], &c, 1), 1, "%s: the child died", what);
+	return c;
+}
+
 /* Forks child(mode, p) and waits (10 s) for the first byte it writes to
  * p->ready[1] (it is listening / has joined). */
 static inline pid_t lt_spawn(void (*child)(int mode, struct lt_pipes *p), int mode,
 			     struct lt_pipes *p)
 {
-	struct pollfd pf;
 	pid_t pid;
-	char c;
 
 	cr_assert_eq(pipe(p->ready), 0);
 	cr_assert_eq(pipe(p->go), 0);
@@ -365,10 +445,7 @@ static inline pid_t lt_spawn(void (*child)(int mode, struct lt_pipes *p), int mo
 		child(mode, p);
 		_exit(0);
 	}
-	pf.fd = p->ready[0];
-	pf.events = POLLIN;
-	cr_assert_eq(poll(&pf, 1, 10000), 1, "the child did not get ready");
-	cr_assert_eq(read(p->ready[0], &c, 1), 1);
+	lt_child_says(p, 10000, "the child did not get ready");
 	return pid;
 }
 
@@ -392,11 +469,9 @@ static inline void lt_reap(pid_t pid)
 /* One completion on cq within ms (polling), or 0. */
 static inline int lt_wait_cq(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
 {
-	uint64_t t0 = lt_now_ms();
-	int n;
+	int n = 0;
 
-	while ((n = ibv_poll_cq(cq, 1, wc)) == 0 && lt_now_ms() - t0 < (uint64_t)ms)
-		usleep(1000);
+	lt_wait_until((n = ibv_poll_cq(cq, 1, wc)) != 0, ms);
 	return n;
 }
 

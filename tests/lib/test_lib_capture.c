@@ -18,37 +18,48 @@ static void need(const char *bin)
 		tf_skip_missing("%s is not installed (Debian rdmacm-utils / tshark)", bin);
 }
 
+/* Starts `rping -s ARGS` on node 2 in the background with USCM_PCAP=pcap
+ * (exit status into server.rc) and returns once it listens: rdma_listen
+ * opens the port, which creates the capture file, under the library's lock
+ * that also guards receiving, so no REQ can find the port without the
+ * listener. */
+static void rping_server(const char *pcap, const char *args)
+{
+	cr_assert_eq(lt_sh(NULL,
+			   "(USCM_SIM_NODE=node2 USCM_PCAP=%s %s timeout 60 rping -s %s"
+			   " >%s/server.out 2>&1; echo $? >%s/server.rc) >/dev/null 2>&1 &",
+			   pcap, lt_util_env(), args, lt_dir, lt_dir),
+		     0);
+	cr_assert(lt_wait_until(lt_file_size(pcap) >= 24, 10000), "rping -s did not listen");
+}
+
+/* The exit status of the server rping_server started (waits 10 s). */
+static char *rping_server_rc(void)
+{
+	char path[300], *rc = NULL;
+
+	snprintf(path, sizeof(path), "%s/server.rc", lt_dir);
+	lt_wait_until(lt_file_size(path) > 0, 10000);
+	lt_sh(&rc, "cat %s 2>/dev/null", path);
+	return rc;
+}
+
 /* rping server on node 2 (background) and client on node 1, each with
- * USCM_PCAP; the client is retried while the server is not listening yet. */
+ * USCM_PCAP. */
 static void rping_captured(const char *link)
 {
-	char *out = NULL, *rc = NULL;
-	int st = -1;
+	char *out = NULL, *rc, spcap[300];
+	int st;
 
 	need("rping");
 	lt_fabric_start(link, 2);
-	cr_assert_eq(lt_sh(NULL,
-			   "(USCM_SIM_NODE=node2 USCM_PCAP=%s/server.pcap %s timeout 60 rping -s -C 3"
-			   " >%s/server.out 2>&1; echo $? >%s/server.rc) >/dev/null 2>&1 &",
-			   lt_dir, lt_util_env(), lt_dir, lt_dir),
-		     0);
-	for (int i = 0; i < 50; i++) {
-		free(out);
-		st = lt_sh(&out, "USCM_SIM_NODE=node1 USCM_PCAP=%s/client.pcap %s timeout 60 rping -c"
-				 " -a 127.10.0.2 -v -C 3 2>&1", lt_dir, lt_util_env());
-		if (st == 0 || !strstr(out, "REJECTED"))
-			break;
-		usleep(100 * 1000);
-	}
+	snprintf(spcap, sizeof(spcap), "%s/server.pcap", lt_dir);
+	rping_server(spcap, "-C 3");
+	st = lt_sh(&out, "USCM_SIM_NODE=node1 USCM_PCAP=%s/client.pcap %s timeout 60 rping -c"
+			 " -a 127.10.0.2 -v -C 3 2>&1", lt_dir, lt_util_env());
 	cr_assert_eq(st, 0, "rping -c exited %d:\n%s", st, out);
 	free(out);
-	for (int i = 0; i < 100; i++) {
-		free(rc);
-		rc = NULL;
-		if (lt_sh(&rc, "cat %s/server.rc 2>/dev/null", lt_dir) == 0 && rc[0])
-			break;
-		usleep(100 * 1000);
-	}
+	rc = rping_server_rc();
 	cr_assert(rc && rc[0] == '0', "rping -s exited %s", rc ? rc : "?");
 	free(rc);
 }
@@ -201,23 +212,15 @@ Test(capture, rping_roce)
  * application runs as without USCM_PCAP. */
 Test(capture, unwritable_file_is_one_warning)
 {
-	char *out = NULL;
-	int st = -1;
+	char *out = NULL, spcap[300];
+	int st;
 
 	need("rping");
 	lt_fabric_start("ib", 2);
-	cr_assert_eq(lt_sh(NULL,
-			   "(USCM_SIM_NODE=node2 %s timeout 60 rping -s -C 1 >/dev/null 2>&1 &)"
-			   " >/dev/null 2>&1", lt_util_env()),
-		     0);
-	for (int i = 0; i < 50; i++) {
-		free(out);
-		st = lt_sh(&out, "USCM_SIM_NODE=node1 USCM_PCAP=%s/no/such/dir/x.pcap %s timeout 60"
-				 " rping -c -a 127.10.0.2 -v -C 1 2>&1", lt_dir, lt_util_env());
-		if (st == 0 || !strstr(out, "REJECTED"))
-			break;
-		usleep(100 * 1000);
-	}
+	snprintf(spcap, sizeof(spcap), "%s/server.pcap", lt_dir);
+	rping_server(spcap, "-C 1");
+	st = lt_sh(&out, "USCM_SIM_NODE=node1 USCM_PCAP=%s/no/such/dir/x.pcap %s timeout 60"
+			 " rping -c -a 127.10.0.2 -v -C 1 2>&1", lt_dir, lt_util_env());
 	cr_assert_eq(st, 0, "%s", out);
 	cr_expect(strstr(out, "ping data: rdma-ping-0"), "%s", out);
 	const char *w = strstr(out, "uscm: USCM_PCAP: cannot create ");
@@ -233,17 +236,19 @@ Test(capture, unwritable_file_is_one_warning)
  * record) and tshark reads it without complaint. */
 Test(capture, sigkill_leaves_a_readable_file)
 {
-	char *out = NULL;
+	char *out = NULL, spcap[300], pidf[2][300];
 	long size = 0;
 
 	need("cmtime");
 	lt_fabric_start("ib", 2);
+	snprintf(spcap, sizeof(spcap), "%s/server.pcap", lt_dir);
 	cr_assert_eq(lt_sh(NULL,
-			   "(USCM_SIM_NODE=node2 USCM_PCAP=%s/server.pcap %s exec cmtime -c 2000"
+			   "(USCM_SIM_NODE=node2 USCM_PCAP=%s %s exec cmtime -c 2000"
 			   " >/dev/null 2>&1 & echo $! >%s/server.pid) >/dev/null 2>&1",
-			   lt_dir, lt_util_env(), lt_dir),
+			   spcap, lt_util_env(), lt_dir),
 		     0);
-	usleep(300 * 1000);
+	/* The file is made as rdma_listen opens the port: listening. */
+	cr_assert(lt_wait_until(lt_file_size(spcap) >= 24, 10000), "the server did not listen");
 	cr_assert_eq(lt_sh(NULL,
 			   "(USCM_SIM_NODE=node1 USCM_PCAP=%s/client.pcap %s exec cmtime -s 127.10.0.2"
 			   " -c 2000 >/dev/null 2>&1 & echo $! >%s/client.pid) >/dev/null 2>&1",
@@ -251,13 +256,7 @@ Test(capture, sigkill_leaves_a_readable_file)
 		     0);
 	/* Wait for a few hundred records in the server's file (~320 bytes each),
 	 * then kill both in the middle of the run. */
-	for (int i = 0; i < 600 && size < 100000; i++) {
-		free(out);
-		lt_sh(&out, "stat -c %%s %s/server.pcap 2>/dev/null || echo 0", lt_dir);
-		size = strtol(out, NULL, 10);
-		usleep(50 * 1000);
-	}
-	free(out);
+	lt_wait_until((size = lt_file_size(spcap)) >= 100000, 30000);
 	/* Both still running (mid-run), then killed. */
 	int alive = lt_sh(NULL, "kill -0 $(cat %s/client.pid) && kill -0 $(cat %s/server.pid)",
 			  lt_dir, lt_dir);
@@ -265,7 +264,12 @@ Test(capture, sigkill_leaves_a_readable_file)
 	      lt_dir);
 	cr_assert_geq(size, 100000, "the server's capture did not grow (%ld bytes)", size);
 	cr_assert_eq(alive, 0, "cmtime had already exited: not a mid-run kill");
-	usleep(200 * 1000);
+	/* Read the files once neither process can write another byte. */
+	snprintf(pidf[0], sizeof(pidf[0]), "%s/client.pid", lt_dir);
+	snprintf(pidf[1], sizeof(pidf[1]), "%s/server.pid", lt_dir);
+	for (int i = 0; i < 2; i++)
+		cr_assert(lt_wait_until(lt_pid_gone(lt_pid_file(pidf[i])), 10000), "%s: still running",
+			  pidf[i]);
 	for (int i = 0; i < 2; i++) {
 		const char *f = i ? "server.pcap" : "client.pcap";
 		char *tsh = NULL;

@@ -65,6 +65,14 @@ static void server(int mode, struct lt_pipes *p)
 	LT_CK(rdma_bind_addr(lid, (struct sockaddr *)&any) == 0);
 	LT_CK(rdma_listen(lid, mode == SRV_BACKLOG ? 1 : 4) == 0);
 	LT_CK(write(p->ready[1], "r", 1) == 1);
+	if (mode == SRV_BACKLOG) {
+		/* The first request is queued on the listener, unretrieved:
+		 * the channel turns readable (poll leaves it queued). */
+		struct pollfd pf = { .fd = ch->fd, .events = POLLIN };
+
+		LT_CK(poll(&pf, 1, 10000) == 1);
+		LT_CK(write(p->ready[1], "q", 1) == 1);
+	}
 	if (mode == SRV_OTHER_PORT || mode == SRV_BACKLOG) {
 		/* Stay up (the CM agent answers) until the client is done. */
 		LT_CK(read(p->go[0], &c, 1) == 1);
@@ -416,9 +424,7 @@ Test(conn, user_owned_qp_with_establish)
 	struct ibv_sge sge = { (uintptr_t)msg, 6, mr->lkey };
 	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND }, *bad;
 	cr_assert_eq(ibv_post_send(qp, &wr, &bad), 0);
-	uint64_t t0 = lt_now_ms();
-	while ((n = ibv_poll_cq(cq, 1, &wc)) == 0 && lt_now_ms() - t0 < 5000)
-		usleep(1000);
+	n = lt_wait_cq(cq, &wc, 5000);
 	cr_assert_eq(n, 1);
 	cr_expect_eq(wc.status, IBV_WC_SUCCESS);
 	cr_assert_eq(rdma_disconnect(id), 0);
@@ -578,7 +584,7 @@ Test(conn, backlog_full_is_rejected)
 	client_qp(a);
 	client_qp(b);
 	cr_assert_eq(rdma_connect(a, &cp), 0);
-	usleep(200 * 1000); /* a's request is queued on the server, unseen */
+	cr_assert_eq(lt_child_says(&p, 10000, "a's request never reached the server"), 'q');
 	cr_assert_eq(rdma_connect(b, &cp), 0);
 	ev = lt_expect(ch, RDMA_CM_EVENT_REJECTED, 5000);
 	cr_expect_eq(ev->id, b, "the second request is the one refused");

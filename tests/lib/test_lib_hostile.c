@@ -308,13 +308,12 @@ Test(hostile, spoofed_and_malformed_mads_change_nothing)
 	attack_end(&cl, 3, srv_id, cli_id, srv_qpn);
 	attack_end(&cl, 2, cli_id, srv_id, cl.id->qp->qp_num);
 
-	/* Our progress thread may still be on the last few MADs: give it 5 s. */
-	for (int i = 0; i < 500; i++) {
-		cr_assert_eq(uscm_get_stats(&c1, sizeof(c1)), 0);
-		if (c1.rx_mads - c0.rx_mads >= 7 * (NSPOOF + 90) + 28)
-			break;
-		usleep(10000);
-	}
+	/* Our progress thread may still be on the last few MADs: give it 5 s
+	 * (the counts are checked below either way). */
+	lt_wait_until(uscm_get_stats(&c1, sizeof(c1)) == 0 &&
+			      c1.rx_mads - c0.rx_mads >= 7 * (NSPOOF + 90) + 28,
+		      5000);
+	cr_assert_eq(uscm_get_stats(&c1, sizeof(c1)), 0);
 	snprintf(cl.buf + 64, 64, "quit");
 	cr_assert_eq(rdma_post_send(cl.id, NULL, cl.buf + 64, 5, cl.mr, 0), 0);
 	from_child(&p, &s1, sizeof(s1));
@@ -527,29 +526,27 @@ Test(hostile, wrong_pkey_never_reaches_the_cm)
  * its counters when it exits; USCM_STATS=stderr the same on stderr. */
 Test(hostile, stats_printed_at_exit)
 {
-	char *out = NULL, *cout = NULL;
+	char *out = NULL, *cout = NULL, sout[300], sstats[300];
 	int st;
 
+	snprintf(sout, sizeof(sout), "%s/server.out", lt_dir);
+	snprintf(sstats, sizeof(sstats), "%s/server.stats", lt_dir);
 	cr_assert_eq(lt_sh(NULL,
-			   "(USCM_SIM_NODE=node2 USCM_STATS=%s/server.stats timeout 60 %s/uscm-rdma-demo"
-			   " server -p 7482 >%s/server.out 2>&1) >/dev/null 2>&1 &",
-			   lt_dir, lt_bin(), lt_dir),
+			   "(USCM_SIM_NODE=node2 USCM_STATS=%s timeout 60 %s/uscm-rdma-demo"
+			   " server -p 7482 >%s 2>&1) >/dev/null 2>&1 &",
+			   sstats, lt_bin(), sout),
 		     0);
-	usleep(300000);
+	cr_assert(lt_wait_until(lt_file_has(sout, "listening on port 7482"), 10000),
+		  "the server did not listen");
 	st = lt_sh(&cout, "USCM_SIM_NODE=node1 USCM_STATS=stderr timeout 60 %s/uscm-rdma-demo client"
 			  " 127.10.0.2 -p 7482 2>&1", lt_bin());
 	cr_assert_eq(st, 0, "client:\n%s", cout);
 	cr_expect(strstr(cout, "uscm-stats rx_mads"), "no counters on stderr:\n%s", cout);
 	cr_expect(strstr(cout, "uscm-stats conns_total      1\n"), "%s", cout);
 	cr_expect(strstr(cout, "uscm-stats rx_spoofed       0\n"), "%s", cout);
-	/* The server exits once the client is gone. */
-	for (int i = 0; i < 100; i++) {
-		free(out);
-		out = NULL;
-		if (lt_sh(&out, "cat %s/server.stats 2>/dev/null", lt_dir) == 0 && strstr(out, "half_open_peak"))
-			break;
-		usleep(100000);
-	}
+	/* The server exits once the client is gone: its counters follow. */
+	lt_wait_until(lt_file_has(sstats, "half_open_peak"), 10000);
+	lt_sh(&out, "cat %s 2>/dev/null", sstats);
 	cr_expect(out && strstr(out, "uscm-stats pid "), "server stats file:\n%s", out ? out : "");
 	cr_expect(out && strstr(out, "uscm-stats rx_mads"), "server stats file:\n%s", out ? out : "");
 	cr_expect(out && strstr(out, "uscm-stats half_open_peak   1\n"), "server stats file:\n%s",

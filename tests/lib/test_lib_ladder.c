@@ -202,7 +202,7 @@ static void check_in_chromium(const char *svgpath, int mads)
 
 Test(ladder, lost_rep_retry_in_the_svg)
 {
-	char spcap[512], *out = NULL, *rc = NULL;
+	char spcap[512], crc[512], src[512], *out = NULL, *rc = NULL;
 	int st = -1, reps = 0;
 
 	if (lt_sh(NULL, "command -v rping >/dev/null") != 0)
@@ -218,7 +218,8 @@ Test(ladder, lost_rep_retry_in_the_svg)
 			   " >%s/server.out 2>&1; echo $? >%s/server.rc) >/dev/null 2>&1 &",
 			   spcap, lt_util_env(), lt_dir, lt_dir),
 		     0);
-	usleep(300 * 1000);
+	/* The file is made as rdma_listen opens the port: listening. */
+	cr_assert(lt_wait_until(lt_file_size(spcap) >= 24, 10000), "the server did not listen");
 	cr_assert_eq(lt_sh(NULL,
 			   "(USCM_SIM_NODE=node1 USCM_PCAP=%s/client.pcap %s timeout 60 rping -c"
 			   " -a 127.10.0.2 -v -C 1 >%s/client.out 2>&1; echo $? >%s/client.rc)"
@@ -226,18 +227,14 @@ Test(ladder, lost_rep_retry_in_the_svg)
 			   lt_dir, lt_util_env(), lt_dir, lt_dir),
 		     0);
 	/* The first REP is sent (and dropped): let the next ones through. */
-	for (int i = 0; i < 3000 && !(reps = count_attr(spcap, 0x13)); i++)
-		usleep(2000);
+	lt_wait_until((reps = count_attr(spcap, 0x13)) != 0, 6000);
 	lt_sh(NULL, "%s/uscm-sim fault --dir %s/f clear >/dev/null 2>&1", lt_bin(), lt_dir);
 	cr_assert_geq(reps, 1, "the server never sent a REP");
-	for (int i = 0; i < 300; i++) {
-		free(rc);
-		rc = NULL;
-		if (lt_sh(&rc, "cat %s/client.rc %s/server.rc 2>/dev/null | tr '\\n' ' '", lt_dir,
-			  lt_dir) == 0 && strlen(rc) >= 4)
-			break;
-		usleep(100 * 1000);
-	}
+	/* Both rpings exit; their statuses follow. */
+	snprintf(crc, sizeof(crc), "%s/client.rc", lt_dir);
+	snprintf(src, sizeof(src), "%s/server.rc", lt_dir);
+	lt_wait_until(lt_file_size(crc) > 0 && lt_file_size(src) > 0, 30000);
+	lt_sh(&rc, "cat %s %s 2>/dev/null | tr '\\n' ' '", crc, src);
 	lt_sh(&out, "cat %s/client.out %s/server.out", lt_dir, lt_dir);
 	cr_assert(rc && !strcmp(rc, "0 0 "), "rping exit statuses (client server): %s\n%s",
 		  rc ? rc : "?", out);
