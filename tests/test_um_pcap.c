@@ -4,10 +4,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/test_fixtures.h"
@@ -784,6 +786,80 @@ Test(um_pcap, writer_refuses_bad_requests)
 	m.dest_qp = 9;
 	cr_assert_eq(um_pcap_write_mad(w, &m, mad), -1);
 	cr_assert_eq(um_pcap_close_write(w), 0);
+}
+
+/* ---- one writer per file ------------------------------------------------ */
+
+/* USCM_PCAP=FILE exported to two processes: the second open of a file a
+ * writer holds is refused (EBUSY) and leaves it whole, where O_TRUNC used
+ * to empty it under the first writer, whose records then landed at their
+ * old offsets after the second one's: a corrupted mixture. Once the first
+ * writer is closed the file is free again (and emptied by the next). */
+Test(um_pcap, a_file_being_written_is_refused_and_left_whole)
+{
+	const char *p = tpath("held.pcap");
+	struct um_pcap_writer *w = um_pcap_open_write(p, UM_PCAP_LINKTYPE_ETHERNET), *w2;
+	struct um_frame_meta m;
+	uint8_t mad[UM_MAD_SIZE];
+	struct um_pcap_mad got[3];
+	struct um_pcap_stats st;
+	int n;
+
+	cr_assert_not_null(w, "%s", strerror(errno));
+	roce_meta(&m, 1700000000000000000ull);
+	make_mad(mad, 1, 0x10);
+	cr_assert_eq(um_pcap_write_mad(w, &m, mad), 0);
+	errno = 0;
+	cr_assert_null(um_pcap_open_write(p, UM_PCAP_LINKTYPE_ERF), "a second writer");
+	cr_assert_eq(errno, EBUSY, "%s", strerror(errno));
+	make_mad(mad, 2, 0x11);
+	cr_assert_eq(um_pcap_write_mad(w, &m, mad), 0);
+	cr_assert_eq(um_pcap_close_write(w), 0);
+	cr_assert_eq(read_all(p, got, 3, &n, &st), 0);
+	cr_assert_eq(n, 2, "the first writer's two MADs, nothing else");
+	cr_assert_eq(st.malformed, 0);
+	cr_assert_eq(got[1].frame_no, 2);
+
+	w2 = um_pcap_open_write(p, UM_PCAP_LINKTYPE_ERF);
+	cr_assert_not_null(w2, "free once closed: %s", strerror(errno));
+	cr_assert_eq(um_pcap_close_write(w2), 0);
+	cr_assert_eq(read_all(p, got, 3, &n, &st), 0);
+	cr_assert_eq(n, 0, "the next writer starts an empty file");
+}
+
+/* The same between processes, and a writer that dies (SIGKILL) frees the
+ * file: the lock goes with its last descriptor. */
+Test(um_pcap, another_process_holds_the_file_until_it_dies)
+{
+	const char *p = tpath("proc.pcap");
+	struct um_pcap_writer *w;
+	int ready[2], st;
+	char c;
+	pid_t pid;
+
+	cr_assert_eq(pipe(ready), 0);
+	fflush(NULL);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct um_pcap_writer *cw = um_pcap_open_write(p, UM_PCAP_LINKTYPE_ERF);
+
+		if (!cw || write(ready[1], "w", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	close(ready[1]);
+	cr_assert_eq(read(ready[0], &c, 1), 1, "the child did not open the file");
+	errno = 0;
+	cr_assert_null(um_pcap_open_write(p, UM_PCAP_LINKTYPE_ERF));
+	cr_assert_eq(errno, EBUSY, "%s", strerror(errno));
+	kill(pid, SIGKILL);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	w = um_pcap_open_write(p, UM_PCAP_LINKTYPE_ERF);
+	cr_assert_not_null(w, "the dead writer's lock is gone: %s", strerror(errno));
+	cr_assert_eq(um_pcap_close_write(w), 0);
+	close(ready[0]);
 }
 
 /* ---- tshark oracle ----------------------------------------------------- */

@@ -3,11 +3,13 @@
  */
 #include <endian.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <infiniband/umad.h>
 
 #include "umad/um_capture.h"
@@ -44,14 +46,55 @@ static int all_ports_roce(void)
 	return seen ? !ib : -1;
 }
 
+int um_capture_expand(const char *pattern, char *out, size_t len)
+{
+	size_t n = 0;
+
+	for (const char *p = pattern; *p; p++) {
+		char buf[256] = { p[0], 0 };
+		size_t k;
+
+		if (p[0] == '%' && p[1] == 'p') {
+			snprintf(buf, sizeof(buf), "%ld", (long)getpid());
+			p++;
+		} else if (p[0] == '%' && p[1] == 'h') {
+			if (gethostname(buf, sizeof(buf) - 1) < 0)
+				snprintf(buf, sizeof(buf), "localhost");
+			buf[sizeof(buf) - 1] = 0;
+			p++;
+		} else if (p[0] == '%' && p[1] == '%') {
+			p++; /* buf is "%" */
+		}
+		k = strlen(buf);
+		if (n + k >= len) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		memcpy(out + n, buf, k);
+		n += k;
+	}
+	if (!len) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	out[n] = 0;
+	return 0;
+}
+
 static void do_init(void)
 {
-	const char *path = getenv("USCM_PCAP");
+	const char *pattern = getenv("USCM_PCAP");
 	struct um_pcap_writer *w;
+	char path[PATH_MAX];
 	int r;
 
-	if (!path || !*path)
+	if (!pattern || !*pattern)
 		return;
+	if (um_capture_expand(pattern, path, sizeof(path)) < 0) {
+		fprintf(stderr, "uscm: USCM_PCAP: %s is too long once expanded; not capturing\n",
+			pattern);
+		return;
+	}
 	r = all_ports_roce();
 	if (r < 0) {
 		pthread_mutex_lock(&lock);
@@ -61,7 +104,12 @@ static void do_init(void)
 	linktype = r ? UM_PCAP_LINKTYPE_ETHERNET : UM_PCAP_LINKTYPE_ERF;
 	w = um_pcap_open_write(path, linktype);
 	__atomic_store_n(&writer, w, __ATOMIC_RELEASE);
-	if (!w)
+	if (!w && errno == EBUSY)
+		/* the variable was exported to several processes: the first
+		 * keeps its file whole */
+		fprintf(stderr, "uscm: USCM_PCAP: %s is being written by another process; not "
+				"capturing (a file per process: %%p in the name)\n", path);
+	else if (!w)
 		fprintf(stderr, "uscm: USCM_PCAP: cannot create %s (%s); not capturing\n", path,
 			strerror(errno));
 }

@@ -18,6 +18,13 @@
  * the file prints one line on stderr and disables capture; the application
  * carries on unchanged.
  *
+ * USCM_PCAP is a pattern, as core_pattern: %p is the process id, %h the
+ * host name (gethostname: on the simulated fabric every node is the same
+ * host), %% a '%'. An exported USCM_PCAP=FILE reaches every process the
+ * shell starts: the first to open FILE holds it (um_pcap_open_write's
+ * lock) and the others say so in one line and do not capture, instead of
+ * truncating it and mixing their records into it.
+ *
  * What is recorded is what the process hands to / gets from libibumad:
  * resends the kernel's MAD layer does on its own (umad_send retries of SA
  * queries) are not seen, and a reassembled multi-segment RMPP answer is
@@ -49,6 +56,9 @@ struct um_capture_local {
 int um_capture_init(int roce);
 /* 1 when capturing (cheap: one load). */
 int um_capture_active(void);
+/* USCM_PCAP's pattern with %p, %h and %% expanded into out (len bytes);
+ * any other '%' is kept as written. -1 / ENAMETOOLONG when it does not fit. */
+int um_capture_expand(const char *pattern, char *out, size_t len);
 
 /* A MAD we sent to dst (dst->lid / gid / qpn / qkey / sl / pkey_index as
  * handed to umad_send). */

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define CMP_ROW_TYPE struct um_erf_hdr
@@ -114,6 +116,25 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 	return 0;
 }
 
+/* Makes fd's file ours: an exclusive lock held as long as the descriptor
+ * is open (flock: per open file, so a second open in the same process
+ * conflicts too, and a crash releases it), then an empty file. EBUSY when
+ * another writer holds it. Where the file system has no locks (ENOLCK,
+ * some network file systems) it is emptied as O_TRUNC always did; a
+ * FIFO or character device (/dev/stdout) is written as it is. */
+static int pcap_claim(int fd)
+{
+	struct stat sb;
+
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK) {
+		errno = EBUSY;
+		return -1;
+	}
+	if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && ftruncate(fd, 0) < 0)
+		return -1;
+	return 0;
+}
+
 struct um_pcap_writer *um_pcap_open_write(const char *path, int linktype)
 {
 	struct um_pcap_writer *w;
@@ -126,9 +147,13 @@ struct um_pcap_writer *um_pcap_open_write(const char *path, int linktype)
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return NULL;
-	w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (w->fd < 0) {
+	/* Not O_TRUNC: the file may be another writer's. Emptied only once
+	 * its lock is ours (pcap_claim). */
+	w->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (w->fd < 0 || pcap_claim(w->fd) < 0) {
 		int e = errno;
+		if (w->fd >= 0)
+			close(w->fd);
 		free(w);
 		errno = e;
 		return NULL;

@@ -72,7 +72,10 @@ struct um_pcap_writer;
 
 /* Creates (truncates) path and writes the file header. linktype is
  * UM_PCAP_LINKTYPE_ETHERNET or UM_PCAP_LINKTYPE_ERF. NULL with errno set on
- * failure (EINVAL for another link type). */
+ * failure (EINVAL for another link type). The writer holds an exclusive
+ * flock on the file until it is closed (or its process dies): a file
+ * another writer holds, in this process or another, is left untouched and
+ * refused with EBUSY instead of being truncated under it. */
 struct um_pcap_writer *um_pcap_open_write(const char *path, int linktype);
 /* Frames `mad` with um_frame_build(m, ...) and appends the record, time
  * stamped m->ts_ns. An Ethernet file takes only m->link == UM_LINK_ROCEV2.

@@ -4,9 +4,11 @@
  * connection with a capture file on each side, on IB and on RoCE, checked
  * by uscm-decode and tshark (REQ/REP/RTU/DREQ/DREP, and the SA PathRecord
  * on IB, each in the direction it really went; 0 malformed, 0 bad ICRC);
- * a file that cannot be created (one stderr line, the run unchanged); and
- * a crash: processes connecting in a loop are SIGKILLed mid-run and their
- * files must still read cleanly to the last record.
+ * a file that cannot be created (one stderr line, the run unchanged); one
+ * USCM_PCAP file exported to two processes (the second refused in one
+ * line, the first's file whole) and the %h / %p pattern naming a file per
+ * process; and a crash: processes connecting in a loop are SIGKILLed
+ * mid-run and their files must still read cleanly to the last record.
  */
 #include "libtest.h"
 
@@ -228,6 +230,96 @@ Test(capture, unwritable_file_is_one_warning)
 	cr_expect(!strstr(w + strlen("uscm: USCM_PCAP"), "USCM_PCAP"), "said once:\n%s", out);
 	cr_expect(strstr(w, "not capturing\n"), "%s", out);
 	free(out);
+}
+
+/* USCM_PCAP=FILE exported to both sides, as `export` does: the server, the
+ * first to open FILE, keeps it; the client says so in one line and runs
+ * without capturing. (Each used to truncate FILE and write at its own
+ * offsets: a corrupted mixture.) The file is the server's alone and reads
+ * cleanly: no PathRecord query in it (only the client resolves a route). */
+Test(capture, one_file_for_two_processes_keeps_the_first)
+{
+	char *out = NULL, *rc, *dec, *bad, pcap[300];
+	const char *w;
+	int st;
+
+	need("rping");
+	lt_fabric_start("ib", 2);
+	snprintf(pcap, sizeof(pcap), "%s/both.pcap", lt_dir);
+	rping_server(pcap, "-C 3");
+	st = lt_sh(&out, "USCM_SIM_NODE=node1 USCM_PCAP=%s %s timeout 60 rping -c -a 127.10.0.2"
+			 " -v -C 3 2>&1", pcap, lt_util_env());
+	cr_assert_eq(st, 0, "rping -c exited %d:\n%s", st, out);
+	cr_expect(strstr(out, "ping data: rdma-ping-2"), "the run is unchanged:\n%s", out);
+	w = strstr(out, "uscm: USCM_PCAP: ");
+	cr_assert(w, "no warning:\n%s", out);
+	cr_expect(strstr(w, "both.pcap is being written by another process; not capturing"), "%s",
+		  out);
+	cr_expect(!strstr(w + 1, "uscm: USCM_PCAP"), "said once:\n%s", out);
+	rc = rping_server_rc();
+	cr_assert(rc && rc[0] == '0', "rping -s exited %s", rc ? rc : "?");
+	free(rc);
+	dec = decode("both.pcap");
+	cr_expect(strstr(dec, "CM Send REQ(") && strstr(dec, "CM Send REP(") &&
+			  strstr(dec, "CM Send DREP("),
+		  "the server's connection:\n%s", dec);
+	cr_expect(!strstr(dec, "PathRecord"), "the client's SA query got in:\n%s", dec);
+	free(dec);
+	if (lt_sh(NULL, "command -v tshark >/dev/null") == 0) {
+		bad = tshark("both.pcap", "_ws.malformed || _ws.expert");
+		cr_expect_str_eq(bad, "", "malformed frames / expert info in both.pcap");
+		free(bad);
+	} else {
+		tf_warn_missing("tshark not installed: its read of both.pcap skipped");
+	}
+	free(out);
+}
+
+/* One exported pattern, a file per process: %h the host name (on the
+ * simulated fabric both nodes are this host), %p each process's id. */
+Test(capture, pattern_names_a_file_per_process)
+{
+	char host[256] = "", pat[300], f[2][600], pidf[2][300], *out = NULL, *ls = NULL;
+	pid_t pid[2];
+	int st;
+
+	need("rping");
+	lt_fabric_start("ib", 2);
+	cr_assert_eq(gethostname(host, sizeof(host) - 1), 0);
+	snprintf(pat, sizeof(pat), "%s/cm.%%h.%%p.pcap", lt_dir);
+	snprintf(pidf[0], sizeof(pidf[0]), "%s/server.pid", lt_dir);
+	snprintf(pidf[1], sizeof(pidf[1]), "%s/client.pid", lt_dir);
+	/* exec: the pid the shell reports is rping's */
+	cr_assert_eq(lt_sh(NULL,
+			   "(USCM_SIM_NODE=node2 USCM_PCAP='%s' %s exec rping -s -C 1"
+			   " >%s/server.out 2>&1 & echo $! >%s) >/dev/null 2>&1",
+			   pat, lt_util_env(), lt_dir, pidf[0]),
+		     0);
+	cr_assert(lt_wait_until((pid[0] = lt_pid_file(pidf[0])) > 0, 10000));
+	snprintf(f[0], sizeof(f[0]), "%s/cm.%s.%d.pcap", lt_dir, host, (int)pid[0]);
+	cr_assert(lt_wait_until(lt_file_size(f[0]) >= 24, 10000), "no %s", f[0]);
+	st = lt_sh(&out, "USCM_SIM_NODE=node1 USCM_PCAP='%s' %s timeout 60 sh -c 'echo $$ >%s;"
+			 " exec rping -c -a 127.10.0.2 -v -C 1' 2>&1", pat, lt_util_env(), pidf[1]);
+	cr_assert_eq(st, 0, "rping -c exited %d:\n%s", st, out);
+	cr_expect(!strstr(out, "USCM_PCAP"), "%s", out);
+	free(out);
+	pid[1] = lt_pid_file(pidf[1]);
+	snprintf(f[1], sizeof(f[1]), "%s/cm.%s.%d.pcap", lt_dir, host, (int)pid[1]);
+	cr_assert(lt_wait_until(lt_pid_gone(pid[0]), 10000), "rping -s did not exit");
+	cr_assert_eq(lt_sh(&ls, "cd %s && ls cm.*.pcap", lt_dir), 0);
+	cr_expect(strstr(ls, f[0] + strlen(lt_dir) + 1) && strstr(ls, f[1] + strlen(lt_dir) + 1),
+		  "want %s and %s, have:\n%s", f[0], f[1], ls);
+	cr_expect_eq(count_substr(ls, ".pcap"), 2, "%s", ls);
+	free(ls);
+	/* each its own side: the client's with its PathRecord query */
+	for (int i = 0; i < 2; i++) {
+		char *dec = decode(f[i] + strlen(lt_dir) + 1);
+
+		cr_expect(strstr(dec, "CM Send REQ("), "%s:\n%s", f[i], dec);
+		cr_expect_eq(strstr(dec, "SA Get PathRecord(") != NULL, i == 1, "%s:\n%s", f[i],
+			     dec);
+		free(dec);
+	}
 }
 
 /* cmtime connects and disconnects many times; both processes are SIGKILLed

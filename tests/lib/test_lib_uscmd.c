@@ -978,7 +978,8 @@ Test(hostwide, one_sa_query_serves_every_process)
  * process the connection is for (here both ends are node 1's). */
 Test(hostwide, uscmd_pcap_captures_the_host)
 {
-	char *out = NULL;
+	char *out = NULL, pidf[300];
+	pid_t upid;
 	int up = 0;
 
 	if (lt_sh(NULL, "command -v rping >/dev/null") != 0)
@@ -1008,7 +1009,11 @@ Test(hostwide, uscmd_pcap_captures_the_host)
 	cr_expect_eq(count(out, "ping data: rdma-ping-"), 2, "%s", out);
 	free(out);
 	out = NULL;
-	lt_sh(NULL, "kill -TERM $(cat '%s/uscmd.pid'); sleep 0.3", lt_dir);
+	snprintf(pidf, sizeof(pidf), "%s/uscmd.pid", lt_dir);
+	upid = lt_pid_file(pidf);
+	cr_assert_gt(upid, 0, "%s", pidf);
+	kill(upid, SIGTERM);
+	cr_assert(lt_wait_until(lt_pid_gone(upid), 10000), "uscmd did not exit");
 	cr_assert_eq(lt_sh(&out, "%s/uscm-decode '%s/host.pcap' 2>&1", lt_bin(), lt_dir), 0, "%s", out);
 	/* both ends' MADs, sent and received, in the one file */
 	cr_expect_geq(count(out, " REQ("), 2, "%s", out);
