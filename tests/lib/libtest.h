@@ -191,6 +191,28 @@ static inline void lt_check_dropins(void)
 	}
 }
 
+/* The programs a test starts (uscm-churn, uscm-rdma-demo, uscm-hostile)
+ * need build/lib and the drop-ins too: CTest's LD_LIBRARY_PATH, put in
+ * front of the environment when the binary runs without it. */
+static inline void lt_export_ldpath(void)
+{
+	const char *cur = getenv("LD_LIBRARY_PATH");
+	char b[PATH_MAX], want[2 * PATH_MAX + 16], *v;
+	size_t n;
+
+	if (!realpath(lt_build(), b))
+		return;
+	snprintf(want, sizeof(want), "%s/lib:%s/sim/lib", b, b);
+	n = strlen(want);
+	if (cur && !strncmp(cur, want, n) && (cur[n] == 0 || cur[n] == ':'))
+		return;
+	v = malloc(n + (cur ? strlen(cur) : 0) + 2);
+	cr_assert(v);
+	sprintf(v, "%s%s%s", want, cur && *cur ? ":" : "", cur && *cur ? cur : "");
+	setenv("LD_LIBRARY_PATH", v, 1);
+	free(v);
+}
+
 /* 1 when the fabric runs a uscmd per node (daemon mode, issue 12): lt_node
  * then points USCM_SOCKET at that node's daemon. */
 static int lt_daemon;
@@ -223,6 +245,7 @@ static inline void lt_fabric_start_opts(const char *link, int nodes, const char 
 	if (!lt_have_sim())
 		tf_skip_missing("build/bin/uscm-sim is not built (sim/, issue 4): needs the simulated fabric");
 	lt_check_dropins();
+	lt_export_ldpath();
 	snprintf(lt_dir, sizeof(lt_dir), "/tmp/uscm-libtest.XXXXXX");
 	cr_assert(mkdtemp(lt_dir), "mkdtemp");
 	char pid[32];
