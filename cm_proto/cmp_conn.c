@@ -771,6 +771,17 @@ static void on_lap(struct cmp_engine *e, const struct cmp_addr *src, const struc
 	ev->status = APR_UNSUPPORTED;
 }
 
+/* Room in by_sidr for one more passive SIDR request, so that its entry
+ * cannot fail to go in once the connection exists. */
+static int sidr_room(struct cmp_engine *e)
+{
+	if (cmp_map_reserve(&e->by_sidr, e->by_sidr.len + 1)) {
+		e->st.nomem++;
+		return -1;
+	}
+	return 0;
+}
+
 static void on_sidr_req(struct cmp_engine *e, const struct cmp_addr *src,
 			const struct cmp_cm_msg *m, cmp_time now)
 {
@@ -788,7 +799,7 @@ static void on_sidr_req(struct cmp_engine *e, const struct cmp_addr *src,
 	}
 	l = cmp_listen_match(e, r->service_id);
 	if (!l || l->pending >= l->backlog || e->st.half_open >= e->s.max_pending ||
-	    !(c = cmp_conn_alloc(e, CMP_IDLE, l->ctx))) {
+	    sidr_room(e) || !(c = cmp_conn_alloc(e, CMP_IDLE, l->ctx))) {
 		if (!l)
 			e->st.rx_no_listener++;
 		else if (l->pending < l->backlog && e->st.half_open >= e->s.max_pending)
@@ -811,8 +822,8 @@ static void on_sidr_req(struct cmp_engine *e, const struct cmp_addr *src,
 	c->service_id = r->service_id;
 	c->dst = back;
 	c->path.pkey = r->pkey;
-	if (cmp_map_put(&e->by_sidr, k, c) == 0)
-		c->indexed |= 4;
+	(void)cmp_map_put(&e->by_sidr, k, c); /* sidr_room made room */
+	c->indexed |= 4;
 	cmp_set_state(e, c, CMP_SIDR_REQ_RCVD, "recv SIDR_REQ", now);
 	struct cmp_event *ev = cmp_emit(e, c, CMP_EV_SIDR_REQ_RECEIVED, now);
 	ev->listen = l;
@@ -935,6 +946,13 @@ static int fail(int err)
 	return -1;
 }
 
+/* A user call makes room for what it will queue before it changes
+ * anything: out of memory, it fails with ENOMEM and may be retried. */
+static int no_room(struct cmp_engine *e)
+{
+	return cmp_step_reserve(e) != 0;
+}
+
 int cmp_connect(struct cmp_engine *e, const struct cmp_req_param *p, void *ctx,
 		struct cmp_conn **out, cmp_time now)
 {
@@ -946,6 +964,8 @@ int cmp_connect(struct cmp_engine *e, const struct cmp_req_param *p, void *ctx,
 	    p->private_data_len > CMP_REQ_PDATA || (p->private_data_len && !p->private_data) ||
 	    p->primary->mtu < 1 || p->primary->mtu > 5)
 		return fail(EINVAL);
+	if (no_room(e))
+		return fail(ENOMEM);
 	c = cmp_conn_alloc(e, CMP_IDLE, ctx);
 	if (!c)
 		return fail(ENOMEM);
@@ -1028,6 +1048,8 @@ int cmp_accept(struct cmp_engine *e, struct cmp_conn *c, const struct cmp_rep_pa
 		return fail(EINVAL);
 	if (c->state != CMP_REQ_RCVD && c->state != CMP_MRA_REQ_SENT)
 		return fail(EINVAL);
+	if (no_room(e))
+		return fail(ENOMEM);
 	c->local_qpn = p->qpn & 0xFFFFFF;
 	c->rq_psn = p->starting_psn & 0xFFFFFF; /* ours to receive: see on_req */
 	/* Never promise more than the peer asked for. */
@@ -1070,6 +1092,8 @@ int cmp_rtu(struct cmp_engine *e, struct cmp_conn *c, const void *pdata, uint8_t
 		return fail(EINVAL);
 	if (c->state != CMP_REP_RCVD && c->state != CMP_MRA_REP_SENT)
 		return fail(EINVAL);
+	if (no_room(e))
+		return fail(ENOMEM);
 	msg_init(&m, UMAD_CM_ATTR_RTU, c->tid);
 	m.u.rtu.local_comm_id = c->local_id;
 	m.u.rtu.remote_comm_id = c->remote_id;
@@ -1109,6 +1133,8 @@ int cmp_reject(struct cmp_engine *e, struct cmp_conn *c, uint16_t reason, const 
 	default:
 		return fail(EINVAL);
 	}
+	if (no_room(e))
+		return fail(ENOMEM);
 	send_rej(e, c, &c->dst, c->tid, rej_local_id(c), c->remote_id, what, reason, ari, ari_len,
 		 pdata, len);
 	if (timewait) {
@@ -1126,6 +1152,10 @@ int cmp_mra(struct cmp_engine *e, struct cmp_conn *c, uint8_t service_timeout,
 
 	if (!c || c->user_gone || len > CMP_MRA_PDATA || (len && !pdata) || t > 31)
 		return fail(EINVAL);
+	if (c->state != CMP_REQ_RCVD && c->state != CMP_REP_RCVD)
+		return fail(EINVAL);
+	if (no_room(e))
+		return fail(ENOMEM);
 	if (c->state == CMP_REQ_RCVD) {
 		send_mra(e, c, MRA_MSG_REQ, t, pdata, len);
 		cmp_set_state(e, c, CMP_MRA_REQ_SENT, "user MRA: send MRA for REQ", now);
@@ -1146,6 +1176,8 @@ int cmp_notify(struct cmp_engine *e, struct cmp_conn *c, cmp_time now)
 		return 0;
 	if (c->state != CMP_REP_SENT && c->state != CMP_MRA_REP_RCVD)
 		return fail(EINVAL);
+	if (no_room(e))
+		return fail(ENOMEM);
 	cmp_timer_clear(e, c);
 	cmp_set_state(e, c, CMP_ESTABLISHED, "user notify: first data before RTU", now);
 	cmp_emit(e, c, CMP_EV_USER_ESTABLISHED, now);
@@ -1160,6 +1192,8 @@ int cmp_disconnect(struct cmp_engine *e, struct cmp_conn *c, const void *pdata, 
 	if (c->state == CMP_ESTABLISHED) {
 		if (len > CMP_DREQ_PDATA)
 			return fail(EINVAL);
+		if (no_room(e))
+			return fail(ENOMEM);
 		send_dreq(e, c, pdata, len, now);
 		cmp_set_state(e, c, CMP_DREQ_SENT, "user disconnect: send DREQ", now);
 		return 0;
@@ -1167,6 +1201,8 @@ int cmp_disconnect(struct cmp_engine *e, struct cmp_conn *c, const void *pdata, 
 	if (c->state == CMP_DREQ_RCVD) {
 		if (len > CMP_DREP_PDATA)
 			return fail(EINVAL);
+		if (no_room(e))
+			return fail(ENOMEM);
 		send_drep(e, c, &c->dst, c->tid, c->local_id, c->remote_id, pdata, len, 1);
 		enter_timewait(e, c, "user disconnect: send DREP", now);
 		return 0;
@@ -1183,6 +1219,8 @@ int cmp_sidr_req(struct cmp_engine *e, const struct cmp_sidr_req_param *p, void 
 	if (!p || !p->path || !out || p->private_data_len > CMP_SIDR_REQ_PDATA ||
 	    (p->private_data_len && !p->private_data))
 		return fail(EINVAL);
+	if (no_room(e))
+		return fail(ENOMEM);
 	c = cmp_conn_alloc(e, CMP_IDLE, ctx);
 	if (!c)
 		return fail(ENOMEM);
@@ -1233,6 +1271,8 @@ int cmp_sidr_rep(struct cmp_engine *e, struct cmp_conn *c, const struct cmp_sidr
 	    p->private_data_len > CMP_SIDR_REP_PDATA || p->info_len > CMP_ARI_SIZE ||
 	    (p->private_data_len && !p->private_data) || (p->info_len && !p->info))
 		return fail(EINVAL);
+	if (no_room(e))
+		return fail(ENOMEM);
 	send_sidr_rep(e, c, p);
 	enter_idle(e, c, "user SIDR reply: send SIDR_REP", now);
 	return 0;
@@ -1256,6 +1296,8 @@ void cmp_conn_destroy(struct cmp_engine *e, struct cmp_conn *c, cmp_time now)
 
 	if (!c || c->user_gone)
 		return;
+	/* Best effort: without room its MAD is lost as on the wire (cmp_send). */
+	(void)cmp_step_reserve(e);
 	c->user_gone = 1;
 	/* Queued events for c are dropped: the user will never poll them. */
 	cmp_purge_events(e, c);

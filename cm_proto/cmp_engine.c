@@ -3,8 +3,8 @@
  * the timer heap, the TX and event queues, tracing, and the receive entry
  * point. The protocol itself is in cmp_conn.c.
  */
+#include <assert.h>
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cm_proto/cmp_engine_int.h"
@@ -23,44 +23,59 @@ uint64_t cmp_random(struct cmp_engine *e)
 
 struct cmp_engine *cmp_engine_new(const struct cmp_settings *s)
 {
-	struct cmp_engine *e = calloc(1, sizeof(*e));
+	struct cmp_settings set;
+	struct cmp_engine *e;
 
-	if (!e)
-		return NULL;
 	if (s)
-		e->s = *s;
+		set = *s;
 	else
-		cmp_settings_default(&e->s);
+		cmp_settings_default(&set);
+	if (!set.mem.malloc || !set.mem.free || !set.mem.calloc || !set.mem.realloc)
+		set.mem = *cmp_mem_default();
+	e = cmp_calloc(&set.mem, 1, sizeof(*e));
+	if (!e) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	e->s = set;
 	e->rng = e->s.seed ^ 0x5DEECE66DULL;
+	/* The maps allocate through e->s.mem: e does not move. */
+	cmp_map_init(&e->by_local, &e->s.mem);
+	cmp_map_init(&e->by_remote, &e->s.mem);
+	cmp_map_init(&e->by_qpn, &e->s.mem);
+	cmp_map_init(&e->by_sidr, &e->s.mem);
 	return e;
 }
 
 void cmp_engine_free(struct cmp_engine *e)
 {
+	const struct cmp_mem *mem;
+
 	if (!e)
 		return;
-	/* Every connection is in by_local. Collect first: freeing edits the map. */
-	size_t n = 0;
-	struct cmp_conn **all = calloc(e->by_local.len + 1, sizeof(*all));
-	for (size_t i = 0; all && i < e->by_local.cap; i++)
-		if (e->by_local.slots[i].val)
-			all[n++] = e->by_local.slots[i].val;
-	for (size_t i = 0; i < n; i++)
-		cmp_conn_free(e, all[i]);
-	free(all);
+	mem = &e->s.mem;
+	/* Every connection is in by_local. Freeing one deletes it from there,
+	 * and the backward shift may pull a later entry into its slot, never
+	 * into one before it (those are empty by now): so empty each slot
+	 * before moving on. No allocation, so this cannot fail half-way. */
+	for (size_t i = 0; i < e->by_local.cap; i++)
+		while (e->by_local.slots[i].val)
+			cmp_conn_free(e, e->by_local.slots[i].val);
 	while (e->listeners) {
 		struct cmp_listen *l = e->listeners;
 		e->listeners = l->next;
-		free(l);
+		cmp_free(mem, l);
 	}
 	cmp_map_free(&e->by_local);
 	cmp_map_free(&e->by_remote);
 	cmp_map_free(&e->by_qpn);
 	cmp_map_free(&e->by_sidr);
-	free(e->heap);
-	free(e->txq);
-	free(e->evq);
-	free(e);
+	cmp_free(mem, e->heap);
+	cmp_free(mem, e->txq);
+	cmp_free(mem, e->evq);
+	/* mem lives in *e: free through a copy. */
+	struct cmp_mem m = *mem;
+	cmp_free(&m, e);
 }
 
 const struct cmp_stats *cmp_engine_stats(const struct cmp_engine *e)
@@ -90,28 +105,51 @@ static struct cmp_map_key key2(uint64_t a, uint64_t b)
 	return (struct cmp_map_key){ a, b };
 }
 
+/* Room in the timer heap for n connections' timers. */
+static int heap_reserve(struct cmp_engine *e, size_t n)
+{
+	size_t ncap = e->heap_cap ? e->heap_cap : 64;
+	struct cmp_conn **nh;
+
+	if (n <= e->heap_cap)
+		return 0;
+	while (ncap < n)
+		ncap *= 2;
+	nh = cmp_realloc(&e->s.mem, e->heap, ncap * sizeof(*nh));
+	if (!nh)
+		return -1;
+	e->heap = nh;
+	e->heap_cap = ncap;
+	return 0;
+}
+
 struct cmp_conn *cmp_conn_alloc(struct cmp_engine *e, enum cmp_state st, void *ctx)
 {
-	struct cmp_conn *c;
+	size_t n = e->nconns + 1;
+	struct cmp_conn *c = NULL;
 	uint32_t id;
 
 	if (e->nconns >= e->s.max_conns) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	c = calloc(1, sizeof(*c));
-	if (!c)
+	/* A connection has at most one timer and one entry per index: room
+	 * for n of each now means cmp_timer_set and the index puts of its
+	 * later steps never allocate, so never fail. (by_sidr only holds
+	 * passive SIDR requests: on_sidr_req reserves it.) */
+	if (heap_reserve(e, n) || cmp_map_reserve(&e->by_local, n) ||
+	    cmp_map_reserve(&e->by_remote, n) || cmp_map_reserve(&e->by_qpn, n) ||
+	    !(c = cmp_calloc(&e->s.mem, 1, sizeof(*c)))) {
+		e->st.nomem++;
+		errno = ENOMEM;
 		return NULL;
+	}
 	/* Unguessable and unique: random, retried on the rare collision. 0 is
 	 * never used (REJs for unknown connections carry 0). */
 	do
 		id = (uint32_t)cmp_random(e);
 	while (!id || cmp_map_get(&e->by_local, key1(id)));
-	if (cmp_map_put(&e->by_local, key1(id), c)) {
-		free(c);
-		errno = ENOMEM;
-		return NULL;
-	}
+	(void)cmp_map_put(&e->by_local, key1(id), c); /* reserved above */
 	c->local_id = id;
 	c->state = (uint8_t)st;
 	c->ctx = ctx;
@@ -158,7 +196,7 @@ void cmp_conn_free(struct cmp_engine *e, struct cmp_conn *c)
 	}
 	cmp_map_del(&e->by_local, key1(c->local_id), c);
 	e->nconns--;
-	free(c);
+	cmp_free(&e->s.mem, c);
 }
 
 void cmp_index_remote(struct cmp_engine *e, struct cmp_conn *c)
@@ -322,14 +360,8 @@ void cmp_timer_set(struct cmp_engine *e, struct cmp_conn *c, enum cmp_timer_kind
 		   cmp_time deadline)
 {
 	cmp_timer_clear(e, c);
-	if (e->heap_len == e->heap_cap) {
-		size_t ncap = e->heap_cap ? e->heap_cap * 2 : 64;
-		struct cmp_conn **nh = realloc(e->heap, ncap * sizeof(*nh));
-		if (!nh)
-			return; /* the connection then simply never times out */
-		e->heap = nh;
-		e->heap_cap = ncap;
-	}
+	/* Cannot be full: cmp_conn_alloc made room for every connection. */
+	assert(e->heap_len < e->heap_cap);
 	c->timer_kind = (uint8_t)k;
 	c->deadline = deadline;
 	c->heap_idx = e->heap_len;
@@ -347,35 +379,94 @@ cmp_time cmp_engine_get_expiry(const struct cmp_engine *e)
 	return e->heap_len ? e->heap[0]->deadline : CMP_TIME_NEVER;
 }
 
-void cmp_engine_handle_expiry(struct cmp_engine *e, cmp_time now)
+int cmp_engine_handle_expiry(struct cmp_engine *e, cmp_time now)
 {
+	int rc = 0;
+
 	while (e->heap_len && e->heap[0]->deadline <= now) {
 		struct cmp_conn *c = e->heap[0];
+		if (cmp_step_reserve(e)) {
+			/* No room for what it may send or report: try again a
+			 * little later rather than lose the timeout (or spin). */
+			c->deadline = now + CMP_NOMEM_RETRY_NS;
+			heap_down(e, 0);
+			errno = ENOMEM;
+			rc = -1;
+			continue;
+		}
 		/* Read before cmp_timer_clear() resets it. */
 		enum cmp_timer_kind kind = (enum cmp_timer_kind)c->timer_kind;
 		cmp_timer_clear(e, c);
 		cmp_on_timer(e, c, kind, now);
 	}
+	return rc;
 }
 
-/* ---- TX queue ---------------------------------------------------------------- */
+/* ---- TX and event queues: rings grown by doubling ------------------------------ */
+
+/* Makes room for `want` more elements in the ring *q (element size esz,
+ * `len` used from *head, *cap in all), unwrapping it into a new buffer. */
+static int ring_room(const struct cmp_mem *mem, void **q, size_t esz, size_t *head, size_t len,
+		     size_t *cap, size_t want, size_t first_cap)
+{
+	size_t ncap = *cap ? *cap : first_cap;
+	unsigned char *nq;
+
+	if (*cap - len >= want)
+		return 0;
+	while (ncap - len < want)
+		ncap *= 2;
+	nq = cmp_malloc(mem, ncap * esz);
+	if (!nq)
+		return -1;
+	for (size_t i = 0; i < len; i++)
+		memcpy(nq + i * esz, (unsigned char *)*q + ((*head + i) % *cap) * esz, esz);
+	cmp_free(mem, *q);
+	*q = nq;
+	*head = 0;
+	*cap = ncap;
+	return 0;
+}
+
+static int tx_room(struct cmp_engine *e, size_t n)
+{
+	void *q = e->txq;
+	int rc = ring_room(&e->s.mem, &q, sizeof(*e->txq), &e->tx_head, e->tx_len, &e->tx_cap, n, 16);
+
+	e->txq = q;
+	return rc;
+}
+
+static int ev_room(struct cmp_engine *e, size_t n)
+{
+	void *q = e->evq;
+	int rc = ring_room(&e->s.mem, &q, sizeof(*e->evq), &e->ev_head, e->ev_len, &e->ev_cap, n, 16);
+
+	e->evq = q;
+	return rc;
+}
+
+int cmp_step_reserve(struct cmp_engine *e)
+{
+	if (tx_room(e, 2) || ev_room(e, 1)) {
+		e->st.nomem++;
+		return -1;
+	}
+	return 0;
+}
 
 void cmp_send(struct cmp_engine *e, struct cmp_conn *c, const struct cmp_addr *dst,
 	      struct cmp_cm_msg *msg, int keep)
 {
 	struct cmp_tx *t;
 
-	if (e->tx_len == e->tx_cap) {
-		size_t ncap = e->tx_cap ? e->tx_cap * 2 : 16;
-		struct cmp_tx *nq = malloc(ncap * sizeof(*nq));
-		if (!nq)
-			return; /* as if lost on the wire: retries recover */
-		for (size_t i = 0; i < e->tx_len; i++)
-			nq[i] = e->txq[(e->tx_head + i) % e->tx_cap];
-		free(e->txq);
-		e->txq = nq;
-		e->tx_head = 0;
-		e->tx_cap = ncap;
+	/* Room was reserved for the step, except in cmp_conn_destroy, which
+	 * cannot fail: there the MAD is lost as on the wire (retries, ours or
+	 * the peer's, recover it). */
+	if (tx_room(e, 1)) {
+		e->st.nomem++;
+		e->st.nomem_lost++;
+		return;
 	}
 	t = &e->txq[(e->tx_head + e->tx_len++) % e->tx_cap];
 	t->dst = *dst;
@@ -419,20 +510,8 @@ struct cmp_event *cmp_emit(struct cmp_engine *e, struct cmp_conn *c, enum cmp_ev
 		memset(&e->sink, 0, sizeof(e->sink));
 		return &e->sink.ev;
 	}
-	if (e->ev_len == e->ev_cap) {
-		size_t ncap = e->ev_cap ? e->ev_cap * 2 : 16;
-		struct cmp_evitem *nq = malloc(ncap * sizeof(*nq));
-		if (!nq) {
-			memset(&e->sink, 0, sizeof(e->sink));
-			return &e->sink.ev;
-		}
-		for (size_t i = 0; i < e->ev_len; i++)
-			nq[i] = e->evq[(e->ev_head + i) % e->ev_cap];
-		free(e->evq);
-		e->evq = nq;
-		e->ev_head = 0;
-		e->ev_cap = ncap;
-	}
+	/* cmp_step_reserve made room before the step began. */
+	assert(e->ev_len < e->ev_cap);
 	it = &e->evq[(e->ev_head + e->ev_len++) % e->ev_cap];
 	memset(&it->ev, 0, sizeof(it->ev));
 	it->ev.type = t;
@@ -487,6 +566,11 @@ int cmp_engine_recv(struct cmp_engine *e, const struct cmp_addr *src, const uint
 		return 0;
 	}
 	e->st.rx_by_attr[m.hdr.attr_id & 31]++;
+	if (cmp_step_reserve(e)) {
+		cmp_trace_drop(e, NULL, "drop MAD: out of memory", now);
+		errno = ENOMEM;
+		return -1;
+	}
 	cmp_on_mad(e, src, &m, now);
 	return 0;
 }
@@ -511,8 +595,9 @@ int cmp_listen(struct cmp_engine *e, uint64_t sid, uint64_t mask, unsigned backl
 			return -1;
 		}
 	}
-	l = calloc(1, sizeof(*l));
+	l = cmp_calloc(&e->s.mem, 1, sizeof(*l));
 	if (!l) {
+		e->st.nomem++;
 		errno = ENOMEM;
 		return -1;
 	}
@@ -542,7 +627,7 @@ void cmp_listen_destroy(struct cmp_engine *e, struct cmp_listen *l)
 				c->pending = 0;
 			}
 		}
-		free(l);
+		cmp_free(&e->s.mem, l);
 		return;
 	}
 }

@@ -27,6 +27,7 @@
 #include <infiniband/verbs.h> /* struct ibv_qp_attr and masks: header only */
 
 #include "cm_proto/cmp_cm.h"
+#include "cm_proto/cmp_mem.h"
 
 typedef uint64_t cmp_time; /* nanoseconds */
 #define CMP_TIME_NEVER UINT64_MAX
@@ -74,6 +75,10 @@ struct cmp_settings {
 	uint64_t seed;                 /* entropy for comm IDs (caller supplies) */
 	cmp_trace_fn trace;            /* NULL: no tracing */
 	void *trace_ctx;
+	/* Every allocation of the engine and its tables goes through this
+	 * (cmp_mem.h); cmp_settings_default() sets libc's. With any member
+	 * NULL the engine uses libc's for all four. */
+	struct cmp_mem mem;
 };
 void cmp_settings_default(struct cmp_settings *s);
 
@@ -270,6 +275,16 @@ struct cmp_stats {
 	uint64_t half_open_drops;  /* REQs/SIDR_REQs rejected at the max_pending cap */
 	uint64_t half_open;        /* gauge: half-open passive connections now */
 	uint64_t half_open_peak;
+	/* Added for issue 13. Allocations that failed; each refused a whole
+	 * step, never half of one: a user call failed with ENOMEM, a received
+	 * MAD was dropped as if lost (the peer's retry brings it again), a
+	 * timer was put off by CMP_NOMEM_RETRY_NS, a REQ got REJ(no
+	 * resources). */
+	uint64_t nomem;
+	/* MADs cmp_conn_destroy could not queue for lack of memory (it cannot
+	 * fail): lost as on the wire, which the protocol's retries recover.
+	 * Events are never lost: room for them is reserved before each step. */
+	uint64_t nomem_lost;
 };
 const struct cmp_stats *cmp_engine_stats(const struct cmp_engine *e);
 
@@ -279,12 +294,26 @@ struct cmp_engine *cmp_engine_new(const struct cmp_settings *s);
 /* Frees everything, including connections the user still holds. */
 void cmp_engine_free(struct cmp_engine *e);
 
+/* Allocation failure. Every entry point either runs whole or changes
+ * nothing: a connection reserves its timer slot and index entries when it
+ * is created, and each step first makes room for the MADs and the event it
+ * may queue; so no timer, index entry or event is ever dropped on ENOMEM. */
+
 /* A received CM MAD from src. Returns 0 when handled or dropped (malformed and
- * stray MADs are counted, never acted on), never fails otherwise. */
+ * stray MADs are counted, never acted on); -1 with errno ENOMEM when there
+ * was no memory to act on it: nothing changed, and the MAD counts as lost
+ * (the sender's retry brings it again). */
 int cmp_engine_recv(struct cmp_engine *e, const struct cmp_addr *src,
 		    const uint8_t *mad, size_t len, cmp_time now);
 cmp_time cmp_engine_get_expiry(const struct cmp_engine *e);
-void cmp_engine_handle_expiry(struct cmp_engine *e, cmp_time now);
+/* How long an expired timer that could not run for lack of memory waits
+ * before it is tried again. */
+#define CMP_NOMEM_RETRY_NS 1000000u
+/* Runs the expired timers. 0, or -1 with errno ENOMEM when some could not
+ * run for lack of memory: each of those was put off by CMP_NOMEM_RETRY_NS,
+ * its connection otherwise unchanged (so it still times out, later, and
+ * the caller's loop does not spin). */
+int cmp_engine_handle_expiry(struct cmp_engine *e, cmp_time now);
 
 struct cmp_tx {
 	struct cmp_addr dst;
@@ -309,6 +338,9 @@ int cmp_listen(struct cmp_engine *e, uint64_t sid, uint64_t mask, unsigned backl
 void cmp_listen_destroy(struct cmp_engine *e, struct cmp_listen *l);
 
 /* ---- connection calls (all: 0, or -1 with errno) ---------------------------- */
+
+/* Every call below may also fail with ENOMEM; it then changed nothing
+ * and may be retried. */
 
 /* Active side: sends a REQ. EINVAL bad param, ENOMEM cap reached. */
 int cmp_connect(struct cmp_engine *e, const struct cmp_req_param *p, void *ctx,
@@ -338,7 +370,9 @@ int cmp_sidr_rep(struct cmp_engine *e, struct cmp_conn *c, const struct cmp_sidr
 /* The user lets go of the connection: the engine sends what the kernel's
  * cm_destroy_id sends in that state (REJ, one DREQ, DREP, SIDR_REP) and
  * waits out TimeWait where the kernel enters it, without further events,
- * then frees it (docs/cm-engine.md; settings.destroy_retries_dreq). */
+ * then frees it (docs/cm-engine.md; settings.destroy_retries_dreq).
+ * Cannot fail: a MAD it has no memory to queue counts as lost on the wire
+ * (stats.nomem_lost), which retries recover. */
 void cmp_conn_destroy(struct cmp_engine *e, struct cmp_conn *c, cmp_time now);
 
 /* Attributes for moving the connection's QP to INIT, RTR or RTS, as

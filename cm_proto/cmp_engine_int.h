@@ -85,7 +85,15 @@ struct cmp_engine {
 };
 
 /* engine core (cmp_engine.c) */
+/* Reserves what the connection will need later (timer slot, index
+ * entries but by_sidr's), so only its creation can fail for lack of
+ * memory. NULL with errno ENOMEM (max_conns reached, or no memory). */
 struct cmp_conn *cmp_conn_alloc(struct cmp_engine *e, enum cmp_state st, void *ctx);
+/* Room for what one step (a received MAD, a timer, a user call) may
+ * queue: two MADs (REJ and DREQ for a stale connection) and one event.
+ * Taken before the step changes anything; -1 (counted in stats.nomem)
+ * when there is no memory for it. */
+int cmp_step_reserve(struct cmp_engine *e);
 void cmp_conn_free(struct cmp_engine *e, struct cmp_conn *c);
 void cmp_purge_events(struct cmp_engine *e, const struct cmp_conn *c);
 void cmp_set_state(struct cmp_engine *e, struct cmp_conn *c, enum cmp_state to,
@@ -99,7 +107,8 @@ cmp_time cmp_cap_timer(const struct cmp_engine *e, cmp_time t);
 void cmp_send(struct cmp_engine *e, struct cmp_conn *c, const struct cmp_addr *dst,
 	      struct cmp_cm_msg *msg, int keep);
 void cmp_resend_last(struct cmp_engine *e, struct cmp_conn *c);
-/* Queues an event for c (dropped silently if the user has let go of c). */
+/* Queues an event for c, in the room cmp_step_reserve made (dropped if the
+ * user has let go of c: nobody will poll it). */
 struct cmp_event *cmp_emit(struct cmp_engine *e, struct cmp_conn *c, enum cmp_event_type t,
 			   cmp_time now);
 void cmp_event_data(struct cmp_engine *e, struct cmp_event *ev, const uint8_t *pdata,

@@ -1,18 +1,24 @@
 /* cmp_map.c - see cmp_map.h. */
 #include "cm_proto/cmp_map.h"
 
-#include <stdlib.h>
 #include <string.h>
 
-static size_t hash(struct cmp_map_key k)
+static size_t hash(const struct cmp_map *m, struct cmp_map_key k)
 {
 	/* Keys are partly attacker-chosen (remote comm IDs, GUIDs): mix well.
 	 * Our own comm IDs are random already. */
 	uint64_t h = k.a * 0x9E3779B97F4A7C15ULL ^ (k.b + 0x632BE59BD9B4E019ULL);
+	(void)m;
 	h ^= h >> 31;
 	h *= 0xBF58476D1CE4E5B9ULL;
 	h ^= h >> 29;
 	return (size_t)h;
+}
+
+void cmp_map_init(struct cmp_map *m, const struct cmp_mem *mem)
+{
+	memset(m, 0, sizeof(*m));
+	m->mem = mem;
 }
 
 static int key_eq(struct cmp_map_key x, struct cmp_map_key y)
@@ -24,7 +30,7 @@ void *cmp_map_get(const struct cmp_map *m, struct cmp_map_key k)
 {
 	if (!m->cap)
 		return NULL;
-	for (size_t i = hash(k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+	for (size_t i = hash(m, k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
 		const struct cmp_map_slot *s = &m->slots[i];
 		if (!s->val)
 			return NULL;
@@ -33,10 +39,15 @@ void *cmp_map_get(const struct cmp_map *m, struct cmp_map_key k)
 	}
 }
 
-static int grow(struct cmp_map *m)
+/* The load factor stays at most 3/4. */
+static int fits(size_t n, size_t cap)
 {
-	size_t ncap = m->cap ? m->cap * 2 : 64;
-	struct cmp_map_slot *ns = calloc(ncap, sizeof(*ns));
+	return n * 4 <= cap * 3;
+}
+
+static int grow(struct cmp_map *m, size_t ncap)
+{
+	struct cmp_map_slot *ns = cmp_calloc(m->mem, ncap, sizeof(*ns));
 
 	if (!ns)
 		return -1;
@@ -44,22 +55,33 @@ static int grow(struct cmp_map *m)
 		struct cmp_map_slot *s = &m->slots[i];
 		if (!s->val)
 			continue;
-		size_t j = hash(s->key) & (ncap - 1);
+		size_t j = hash(m, s->key) & (ncap - 1);
 		while (ns[j].val)
 			j = (j + 1) & (ncap - 1);
 		ns[j] = *s;
 	}
-	free(m->slots);
+	cmp_free(m->mem, m->slots);
 	m->slots = ns;
 	m->cap = ncap;
 	return 0;
 }
 
+int cmp_map_reserve(struct cmp_map *m, size_t n)
+{
+	size_t ncap = m->cap ? m->cap : 64;
+
+	if (fits(n, m->cap))
+		return 0;
+	while (!fits(n, ncap))
+		ncap *= 2;
+	return grow(m, ncap);
+}
+
 int cmp_map_put(struct cmp_map *m, struct cmp_map_key k, void *val)
 {
-	if ((m->len + 1) * 4 > m->cap * 3 && grow(m))
+	if (cmp_map_reserve(m, m->len + 1))
 		return -1;
-	for (size_t i = hash(k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+	for (size_t i = hash(m, k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
 		struct cmp_map_slot *s = &m->slots[i];
 		if (!s->val) {
 			s->key = k;
@@ -80,7 +102,7 @@ void cmp_map_del(struct cmp_map *m, struct cmp_map_key k, const void *val)
 
 	if (!m->cap)
 		return;
-	for (i = hash(k) & mask;; i = (i + 1) & mask) {
+	for (i = hash(m, k) & mask;; i = (i + 1) & mask) {
 		if (!m->slots[i].val)
 			return;
 		if (key_eq(m->slots[i].key, k))
@@ -94,7 +116,7 @@ void cmp_map_del(struct cmp_map *m, struct cmp_map_key k, const void *val)
 		struct cmp_map_slot *s = &m->slots[j];
 		if (!s->val)
 			break;
-		size_t home = hash(s->key) & mask;
+		size_t home = hash(m, s->key) & mask;
 		/* s may move to i if i lies cyclically in [home, j). */
 		if (((j - home) & mask) >= ((j - i) & mask)) {
 			m->slots[i] = *s;
@@ -107,6 +129,7 @@ void cmp_map_del(struct cmp_map *m, struct cmp_map_key k, const void *val)
 
 void cmp_map_free(struct cmp_map *m)
 {
-	free(m->slots);
-	memset(m, 0, sizeof(*m));
+	cmp_free(m->mem, m->slots);
+	m->slots = NULL;
+	m->cap = m->len = 0;
 }

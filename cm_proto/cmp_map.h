@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cm_proto/cmp_mem.h"
+
 struct cmp_map_key { uint64_t a, b; };
 
 struct cmp_map_slot {
@@ -21,9 +23,15 @@ struct cmp_map {
 	struct cmp_map_slot *slots;
 	size_t cap;  /* power of two, or 0 */
 	size_t len;
+	const struct cmp_mem *mem;
 };
 
+/* An empty map allocating through mem (which must outlive it). */
+void cmp_map_init(struct cmp_map *m, const struct cmp_mem *mem);
 void *cmp_map_get(const struct cmp_map *m, struct cmp_map_key k);
+/* Room for n entries: puts that keep len <= n do not allocate (and so
+ * cannot fail). 0, or -1 on ENOMEM (the map unchanged). */
+int cmp_map_reserve(struct cmp_map *m, size_t n);
 /* Inserts or replaces; val must not be NULL. 0, or -1 on ENOMEM. */
 int cmp_map_put(struct cmp_map *m, struct cmp_map_key k, void *val);
 /* Removes k if it maps to val (NULL: whatever it maps to). */

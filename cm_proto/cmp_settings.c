@@ -25,6 +25,7 @@ void cmp_settings_default(struct cmp_settings *s)
 		.destroy_retries_dreq = 0, /* cm_destroy_id: no DREQ retries */
 		.local_ca_guid = 0,
 		.seed = 0,
+		.mem = *cmp_mem_default(),
 	};
 }
 
