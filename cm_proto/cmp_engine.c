@@ -8,15 +8,24 @@
 #include <string.h>
 
 #include "cm_proto/cmp_engine_int.h"
+#include "cm_proto/cmp_siphash.h"
 
-/* ---- randomness (the caller seeds it; no clock, no /dev/urandom) --------- */
+/* ---- keys and randomness (the caller seeds them; no clock, no /dev/urandom) */
+
+/* One 64-bit value per purpose, from the seed through SipHash as a PRF
+ * keyed by it. Comm IDs and TIDs go on the wire; with an invertible
+ * generator (the splitmix64 this replaced) a peer could work back from
+ * them to the seed and so to the hash tables' key. */
+static uint64_t derive(uint64_t seed, uint64_t label)
+{
+	return cmp_siphash24_u128(seed, 0x7573636d2d6b6466ULL /* "uscm-kdf" */, label, 0);
+}
+
+enum { KDF_RNG0 = 1, KDF_RNG1, KDF_MAP0, KDF_MAP1 };
 
 uint64_t cmp_random(struct cmp_engine *e)
 {
-	uint64_t z = (e->rng += 0x9E3779B97F4A7C15ULL);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-	return z ^ (z >> 31);
+	return cmp_siphash24_u128(e->rng_k0, e->rng_k1, e->rng++, 0);
 }
 
 /* ---- engine ---------------------------------------------------------------- */
@@ -25,6 +34,7 @@ struct cmp_engine *cmp_engine_new(const struct cmp_settings *s)
 {
 	struct cmp_settings set;
 	struct cmp_engine *e;
+	uint64_t k0, k1;
 
 	if (s)
 		set = *s;
@@ -38,12 +48,15 @@ struct cmp_engine *cmp_engine_new(const struct cmp_settings *s)
 		return NULL;
 	}
 	e->s = set;
-	e->rng = e->s.seed ^ 0x5DEECE66DULL;
+	e->rng_k0 = derive(set.seed, KDF_RNG0);
+	e->rng_k1 = derive(set.seed, KDF_RNG1);
+	k0 = derive(set.seed, KDF_MAP0);
+	k1 = derive(set.seed, KDF_MAP1);
 	/* The maps allocate through e->s.mem: e does not move. */
-	cmp_map_init(&e->by_local, &e->s.mem);
-	cmp_map_init(&e->by_remote, &e->s.mem);
-	cmp_map_init(&e->by_qpn, &e->s.mem);
-	cmp_map_init(&e->by_sidr, &e->s.mem);
+	cmp_map_init(&e->by_local, &e->s.mem, k0, k1);
+	cmp_map_init(&e->by_remote, &e->s.mem, k0, k1);
+	cmp_map_init(&e->by_qpn, &e->s.mem, k0, k1);
+	cmp_map_init(&e->by_sidr, &e->s.mem, k0, k1);
 	return e;
 }
 
@@ -430,6 +443,8 @@ static int ring_room(const struct cmp_mem *mem, void **q, size_t esz, size_t *he
 
 static int tx_room(struct cmp_engine *e, size_t n)
 {
+	if (e->tx_cap - e->tx_len >= n)
+		return 0;
 	void *q = e->txq;
 	int rc = ring_room(&e->s.mem, &q, sizeof(*e->txq), &e->tx_head, e->tx_len, &e->tx_cap, n, 16);
 
@@ -439,6 +454,8 @@ static int tx_room(struct cmp_engine *e, size_t n)
 
 static int ev_room(struct cmp_engine *e, size_t n)
 {
+	if (e->ev_cap - e->ev_len >= n)
+		return 0;
 	void *q = e->evq;
 	int rc = ring_room(&e->s.mem, &q, sizeof(*e->evq), &e->ev_head, e->ev_len, &e->ev_cap, n, 16);
 

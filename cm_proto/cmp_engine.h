@@ -72,7 +72,10 @@ struct cmp_settings {
 	 * out, so one lost DREQ does not leave the peer connected. */
 	int destroy_retries_dreq;
 	uint64_t local_ca_guid;        /* goes into REQ/REP/REJ(timeout) */
-	uint64_t seed;                 /* entropy for comm IDs (caller supplies) */
+	/* The engine's secret (caller supplies, e.g. from getrandom): comm IDs
+	 * and the hash tables' SipHash key are derived from it, through a PRF,
+	 * so the comm IDs peers see reveal neither the seed nor the key. */
+	uint64_t seed;
 	cmp_trace_fn trace;            /* NULL: no tracing */
 	void *trace_ctx;
 	/* Every allocation of the engine and its tables goes through this

@@ -80,7 +80,8 @@ struct cmp_engine {
 	struct cmp_evitem sink;    /* events of connections the user let go */
 	struct cmp_listen *listeners;
 	struct cmp_stats st;
-	uint64_t rng;
+	uint64_t rng;              /* cmp_random's counter */
+	uint64_t rng_k0, rng_k1;   /* and its key, derived from the seed */
 	size_t nconns;
 };
 

@@ -3,22 +3,19 @@
 
 #include <string.h>
 
+#include "cm_proto/cmp_siphash.h"
+
 static size_t hash(const struct cmp_map *m, struct cmp_map_key k)
 {
-	/* Keys are partly attacker-chosen (remote comm IDs, GUIDs): mix well.
-	 * Our own comm IDs are random already. */
-	uint64_t h = k.a * 0x9E3779B97F4A7C15ULL ^ (k.b + 0x632BE59BD9B4E019ULL);
-	(void)m;
-	h ^= h >> 31;
-	h *= 0xBF58476D1CE4E5B9ULL;
-	h ^= h >> 29;
-	return (size_t)h;
+	return (size_t)cmp_siphash24_u128(m->k0, m->k1, k.a, k.b);
 }
 
-void cmp_map_init(struct cmp_map *m, const struct cmp_mem *mem)
+void cmp_map_init(struct cmp_map *m, const struct cmp_mem *mem, uint64_t k0, uint64_t k1)
 {
 	memset(m, 0, sizeof(*m));
 	m->mem = mem;
+	m->k0 = k0;
+	m->k1 = k1;
 }
 
 static int key_eq(struct cmp_map_key x, struct cmp_map_key y)
