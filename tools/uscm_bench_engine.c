@@ -4,8 +4,10 @@
  * in-process, no fabric), with 1k and 100k other connections alive to show
  * the lookups stay O(1), and bytes of engine state per established
  * connection. Prints figures and ratios; it is not a pass/fail test.
+ * --flood N instead times lookups in the engine's hash map for N keys a
+ * hostile peer computed to collide (tools/bench_flood.c).
  *
- * usage: uscm-bench-engine [--handshakes N] [--live L1,L2,...]
+ * usage: uscm-bench-engine [--handshakes N] [--live L1,L2,...] | --flood N
  */
 #include <getopt.h>
 #include <malloc.h>
@@ -15,6 +17,7 @@
 #include <time.h>
 
 #include "cm_proto/cmp_engine.h"
+#include "tools/bench_flood.h"
 
 /* Allocation counting: the tool is linked with --wrap for these. */
 void *__real_malloc(size_t n);
@@ -177,18 +180,20 @@ static int run(size_t live, size_t n, struct result *r)
 
 int main(int argc, char **argv)
 {
-	size_t n = 20000, lives[8] = { 0, 1000, 100000 }, nlive = 3;
+	size_t n = 20000, lives[8] = { 0, 1000, 100000 }, nlive = 3, flood = 0;
 	static const struct option lo[] = {
 		{ "handshakes", required_argument, NULL, 'n' },
 		{ "live", required_argument, NULL, 'l' },
+		{ "flood", required_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "n:l:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:l:f:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'n': n = strtoul(optarg, NULL, 0); break;
+		case 'f': flood = strtoul(optarg, NULL, 0); break;
 		case 'l': {
 			nlive = 0;
 			for (char *t = strtok(optarg, ","); t && nlive < 8; t = strtok(NULL, ","))
@@ -196,9 +201,17 @@ int main(int argc, char **argv)
 			break;
 		}
 		default:
-			fprintf(stderr, "usage: uscm-bench-engine [--handshakes N] [--live L1,L2,...]\n");
+			fprintf(stderr, "usage: uscm-bench-engine [--handshakes N] [--live L1,L2,...] | "
+					"--flood N\n");
 			return c == 'h' ? 0 : 2;
 		}
+	}
+	if (flood) {
+		if (bench_flood(flood)) {
+			fprintf(stderr, "uscm-bench-engine: out of memory\n");
+			return 1;
+		}
+		return 0;
 	}
 	if (!n)
 		n = 1;
