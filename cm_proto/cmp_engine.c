@@ -472,6 +472,15 @@ int cmp_step_reserve(struct cmp_engine *e)
 	return 0;
 }
 
+int cmp_engine_reserve(struct cmp_engine *e)
+{
+	if (cmp_step_reserve(e)) {
+		errno = ENOMEM;
+		return -1;
+	}
+	return 0;
+}
+
 void cmp_send(struct cmp_engine *e, struct cmp_conn *c, const struct cmp_addr *dst,
 	      struct cmp_cm_msg *msg, int keep)
 {

@@ -345,6 +345,13 @@ void cmp_listen_destroy(struct cmp_engine *e, struct cmp_listen *l);
 /* Every call below may also fail with ENOMEM; it then changed nothing
  * and may be retried. */
 
+/* Makes room now for what one call may queue: after it returned 0, the
+ * next call on e (but cmp_connect / cmp_sidr_req, which also allocate a
+ * connection) cannot fail for lack of memory. For callers that must do
+ * something irreversible before the call (move a QP to RTS before the REP
+ * or RTU leaves). 0, or -1 with errno ENOMEM. */
+int cmp_engine_reserve(struct cmp_engine *e);
+
 /* Active side: sends a REQ. EINVAL bad param, ENOMEM cap reached. */
 int cmp_connect(struct cmp_engine *e, const struct cmp_req_param *p, void *ctx,
 		struct cmp_conn **out, cmp_time now);

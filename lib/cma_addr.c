@@ -717,8 +717,8 @@ CMA_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id, struct sockaddr *src_
 		}
 		id->state = ST_ADDR_RESOLVED;
 	}
-	e = cma_event_new(id, status ? RDMA_CM_EVENT_ADDR_ERROR : RDMA_CM_EVENT_ADDR_RESOLVED,
-			  status);
+	e = cma_event_heap(id, status ? RDMA_CM_EVENT_ADDR_ERROR : RDMA_CM_EVENT_ADDR_RESOLVED,
+			   status, 0);
 	if (!e) {
 		pthread_mutex_unlock(&g.lock);
 		return cma_fail(ENOMEM);
@@ -972,6 +972,11 @@ CMA_EXPORT int rdma_resolve_route(struct rdma_cm_id *cm_id, int timeout_ms)
 	if (id->state != ST_ADDR_RESOLVED || !id->port) {
 		pthread_mutex_unlock(&g.lock);
 		return cma_fail(EINVAL);
+	}
+	/* ROUTE_RESOLVED / ROUTE_ERROR, held until the SA answers. */
+	if (cma_event_reserve(id, 1, 0) < 0) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(ENOMEM);
 	}
 	p = id->port;
 	if (p->roce) {

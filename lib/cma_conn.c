@@ -145,6 +145,7 @@ void cma_id_free_locked(struct cma_id *id)
 	if (id->sync)
 		cma_chan_free(id->chan);
 	cma_addrinfo_release(id);
+	cma_event_rsv_free(id);
 	free(id->ep_qp_attr);
 	free(id);
 }
@@ -561,6 +562,12 @@ CMA_EXPORT int rdma_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *pa
 		pthread_mutex_unlock(&g.lock);
 		return cma_fail(EINVAL);
 	}
+	/* The events it is owed: the outcome (room for the REP's private
+	 * data), DISCONNECTED and TIMEWAIT_EXIT (cma_event_mem.c). */
+	if (cma_event_reserve(id, 3, 1) < 0) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(ENOMEM);
+	}
 	if (cma_port_open(id->port) < 0) {
 		int e = errno;
 		pthread_mutex_unlock(&g.lock);
@@ -845,6 +852,12 @@ CMA_EXPORT int rdma_accept(struct rdma_cm_id *cm_id, struct rdma_conn_param *par
 		return cma_fail(EINVAL);
 	}
 	accept_depths(id, param);
+	/* Room for the REP before the QP moves: cmp_accept cannot then fail
+	 * for lack of memory with the QP already in RTS. */
+	if (cmp_engine_reserve(id->port->eng) < 0) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(ENOMEM);
+	}
 	if (id->id.qp) {
 		/* Ready to receive and send before the REP leaves, as the kernel
 		 * CMA does: the peer may send as soon as it has the REP. */
@@ -972,8 +985,13 @@ CMA_EXPORT int rdma_disconnect(struct rdma_cm_id *cm_id)
 	switch (cmp_conn_state(id->conn)) {
 	case CMP_ESTABLISHED: /* send DREQ */
 	case CMP_DREQ_RCVD:   /* answer the peer's with DREP */
-		if (cmp_disconnect(id->port->eng, id->conn, NULL, 0, cma_now()) == 0)
+		if (cmp_disconnect(id->port->eng, id->conn, NULL, 0, cma_now()) == 0) {
 			sent = 1;
+		} else if (errno == ENOMEM) {
+			/* Nothing sent: no DISCONNECTED will come. Say so. */
+			pthread_mutex_unlock(&g.lock);
+			return cma_fail(ENOMEM);
+		}
 		break;
 	default:
 		/* Nothing to say on the wire (as the kernel: not an error). */
@@ -1216,7 +1234,7 @@ struct cma_event *cma_req_event(struct cma_id *nid, const struct cma_req_in *r,
 	nid->conn = ev->conn;
 	cmp_conn_set_ctx(ev->conn, nid);
 	nid->state = ST_CONNECT_REQ;
-	e = cma_event_new(nid, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+	e = cma_event_heap(nid, RDMA_CM_EVENT_CONNECT_REQUEST, 0, CMP_CM_DATA_SIZE);
 	if (!e) {
 		cma_id_free_locked(nid); /* lets go of the request: the engine refuses it */
 		return NULL;
@@ -1252,6 +1270,13 @@ static void on_req(struct cma_port *p, const struct cmp_event *ev)
 		reject_unseen(p, ev->conn, CMA_REJ_CONSUMER_DEFINED);
 		return;
 	}
+	/* The events the new id will be owed: the outcome, DISCONNECTED and
+	 * TIMEWAIT_EXIT (cma_event_mem.c); without them, refuse the REQ. */
+	if (cma_event_reserve(nid, 3, 0) < 0) {
+		cma_id_free_locked(nid);
+		reject_unseen(p, ev->conn, CMA_REJ_CONSUMER_DEFINED);
+		return;
+	}
 	nid->resp_res = clamp_depth(ev->initiator_depth, d->attr.max_qp_rd_atom);
 	nid->init_depth = clamp_depth(ev->responder_resources, d->attr.max_qp_init_rd_atom);
 	nid->remote_ece = ev->ece;
@@ -1270,18 +1295,24 @@ static void on_rep(struct cma_id *id, const struct cmp_event *ev)
 	if (!id->id.qp) {
 		/* The user owns the QP: it moves it and calls rdma_establish. */
 		id->state = ST_CONNECT_RESPONSE;
-		e = cma_event_new(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
-	} else if (modify(id, IBV_QPS_INIT) < 0 || modify(id, IBV_QPS_RTR) < 0 ||
+		e = cma_event_new_pdata(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, ev->private_data_len);
+	} else if (cmp_engine_reserve(p->eng) < 0 || /* room for the RTU: see below */
+		   modify(id, IBV_QPS_INIT) < 0 || modify(id, IBV_QPS_RTR) < 0 ||
 		   modify(id, IBV_QPS_RTS) < 0) {
 		int err = errno;
-		cmp_reject(p->eng, id->conn, CMA_REJ_CONSUMER_DEFINED, NULL, 0, NULL, 0, cma_now());
+		if (cmp_reject(p->eng, id->conn, CMA_REJ_CONSUMER_DEFINED, NULL, 0, NULL, 0,
+			       cma_now()) < 0) {
+			/* No memory for the REJ either: the engine finishes alone. */
+			cmp_conn_destroy(p->eng, id->conn, cma_now());
+			id->conn = NULL;
+		}
 		cma_qp_to_err(id);
 		id->state = ST_ERROR;
 		e = cma_event_new(id, RDMA_CM_EVENT_CONNECT_ERROR, -err);
 	} else {
-		cmp_rtu(p->eng, id->conn, NULL, 0, cma_now());
+		cmp_rtu(p->eng, id->conn, NULL, 0, cma_now()); /* room reserved above */
 		id->state = ST_ESTABLISHED;
-		e = cma_event_new(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+		e = cma_event_new_pdata(id, RDMA_CM_EVENT_ESTABLISHED, 0, ev->private_data_len);
 	}
 	if (!e)
 		return;
@@ -1331,7 +1362,7 @@ void cma_handle_cm_event(struct cma_port *p, const struct cmp_event *ev)
 	case CMP_EV_REJ_RECEIVED:
 		cma_qp_to_err(id);
 		id->state = ST_ERROR;
-		e = cma_event_new(id, RDMA_CM_EVENT_REJECTED, ev->reason);
+		e = cma_event_new_pdata(id, RDMA_CM_EVENT_REJECTED, ev->reason, ev->private_data_len);
 		if (e) {
 			cma_event_pdata(e, ev->private_data, ev->private_data_len);
 			cma_event_queue(e);

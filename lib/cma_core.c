@@ -218,6 +218,7 @@ int cma_init_locked(void)
 	g.max_backlog = (int)env_long("USCM_MAX_BACKLOG", CMA_DEFAULT_BACKLOG);
 	if (g.max_backlog <= 0)
 		g.max_backlog = CMA_DEFAULT_BACKLOG;
+	g.fault_event_alloc = env_long("USCM_FAULT_EVENT_ALLOC", 0) > 0;
 	g.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	g.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	g.ep_fd = epoll_create1(EPOLL_CLOEXEC);
@@ -762,29 +763,6 @@ CMA_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 
 /* ---- events -------------------------------------------------------------------- */
 
-struct cma_event *cma_event_new(struct cma_id *id, enum rdma_cm_event_type t, int status)
-{
-	struct cma_event *e = calloc(1, sizeof(*e));
-
-	if (!e)
-		return NULL;
-	e->ev.id = &id->id;
-	e->ev.event = t;
-	e->ev.status = status;
-	e->owner = id;
-	return e;
-}
-
-void cma_event_pdata(struct cma_event *e, const uint8_t *p, size_t len)
-{
-	if (len > sizeof(e->pdata))
-		len = sizeof(e->pdata);
-	if (p && len)
-		memcpy(e->pdata, p, len);
-	e->ev.param.conn.private_data = len ? e->pdata : NULL;
-	e->ev.param.conn.private_data_len = (uint8_t)len;
-}
-
 /* Counts e for the ids it names (see cma_id.nev). */
 static void ev_count(struct cma_event *e, int up)
 {
@@ -941,7 +919,7 @@ int cma_post_event(struct rdma_cm_id *cm_id, enum rdma_cm_event_type t, int stat
 	if (!id)
 		return cma_fail(EINVAL);
 	pthread_mutex_lock(&g.lock);
-	e = cma_event_new(id, t, status);
+	e = cma_event_heap(id, t, status, 0);
 	if (!e) {
 		pthread_mutex_unlock(&g.lock);
 		return cma_fail(ENOMEM);

@@ -110,7 +110,8 @@ struct cma_event {
 	struct cma_id *owner;       /* whose count: the listener for CONNECT_REQUEST */
 	struct cma_mc *mc;          /* MULTICAST_JOIN / _ERROR: the join (counted too) */
 	struct cma_chan *chan;
-	uint8_t pdata[CMP_CM_DATA_SIZE];
+	uint8_t pdata_cap;          /* bytes pdata holds: 0 or CMP_CM_DATA_SIZE */
+	uint8_t pdata[];            /* private data (cma_event_mem.c) */
 };
 
 struct cma_chan {
@@ -151,6 +152,7 @@ struct cma_mc {
 	struct cma_mcg *grp;        /* IB: the port's group, while a member */
 	struct cma_mc *gnext;       /* grp->members */
 	unsigned events_out;        /* MULTICAST_* events handed out, not acked */
+	struct cma_event *ev;       /* its JOIN / ERROR event, reserved at the join */
 };
 
 /* An IB multicast group as this process's port sees it: the JoinState the
@@ -239,6 +241,9 @@ struct cma_id {
 	struct rdma_addrinfo *ai;
 	/* events handed out (rdma_get_cm_event) and not yet acked */
 	unsigned events_out;
+	/* events reserved for the completions it is owed (cma_event_mem.c),
+	 * linked through ->next */
+	struct cma_event *ev_rsv;
 };
 
 struct cma_global {
@@ -270,6 +275,7 @@ struct cma_global {
 	 * 0/1 for the daemon's client being served now (uscmd sets it). */
 	int caller_priv;
 	int rx_external; /* uscmd receives MADs in its main loop (cma_rx_fds) */
+	int fault_event_alloc; /* USCM_FAULT_EVENT_ALLOC: completions get no heap */
 };
 extern struct cma_global g;
 
@@ -333,11 +339,38 @@ struct cma_dev *cma_dev_of_verbs(struct ibv_context *verbs);
 struct cma_chan *cma_chan_new(int sync);
 void cma_chan_free(struct cma_chan *c);
 void cma_chan_update(struct cma_chan *c);
-struct cma_event *cma_event_new(struct cma_id *id, enum rdma_cm_event_type t, int status);
 void cma_event_queue(struct cma_event *e); /* to e->owner's channel */
-void cma_event_pdata(struct cma_event *e, const uint8_t *p, size_t len);
 void cma_purge_events(struct cma_id *id);
 int cma_sync_wait(struct cma_id *id); /* call without the lock */
+
+/* ---- cma_event_mem.c: where events come from --------------------------------- */
+/* A zeroed event with room for pdata_cap bytes of private data (at most
+ * CMP_CM_DATA_SIZE), from the heap; NULL/ENOMEM. */
+struct cma_event *cma_event_alloc(size_t pdata_cap);
+/* (Re)initialises e for id (owner and ev.id), keeping its capacity. */
+void cma_event_init(struct cma_event *e, struct cma_id *id, enum rdma_cm_event_type t, int status);
+/* An event made inside a user call (its NULL is the call's ENOMEM) or for
+ * a CONNECT_REQUEST (its NULL refuses the REQ): the heap only. */
+struct cma_event *cma_event_heap(struct cma_id *id, enum rdma_cm_event_type t, int status,
+				 size_t pdata_cap);
+/* The id's reserve holds at least n events, nfull of them with room for
+ * any private data. Called by the user calls that start an operation,
+ * before they change anything: 0, or -1/ENOMEM. */
+int cma_event_reserve(struct cma_id *id, unsigned n, unsigned nfull);
+void cma_event_rsv_free(struct cma_id *id);
+/* The event of an asynchronous completion of id: from its reserve, else
+ * the heap; with room for len bytes of private data (cma_event_pdata cuts
+ * it short only if the heap failed and a small reserved one was left).
+ * NULL only if both were empty: a completion no reservation covers. */
+struct cma_event *cma_event_new_pdata(struct cma_id *id, enum rdma_cm_event_type t, int status,
+				      size_t len);
+struct cma_event *cma_event_new(struct cma_id *id, enum rdma_cm_event_type t, int status);
+/* The same from a spare reserved by the operation itself (*spare, taken;
+ * a multicast join's, an addrinfo request's), else as cma_event_new. */
+struct cma_event *cma_event_use(struct cma_event **spare, struct cma_id *id,
+				enum rdma_cm_event_type t, int status);
+/* Private data into e (cut to its capacity). */
+void cma_event_pdata(struct cma_event *e, const uint8_t *p, size_t len);
 
 /* engine event translation (cma_conn.c) */
 void cma_handle_cm_event(struct cma_port *p, const struct cmp_event *ev);

@@ -107,10 +107,17 @@ int cma_mc_mgid(const struct cma_id *id, struct cma_port *p, const struct sockad
 
 /* ---- events ------------------------------------------------------------------------ */
 
+static void mc_free(struct cma_mc *m)
+{
+	free(m->ev); /* its event, if never needed */
+	free(m);
+}
+
 static void mc_event(struct cma_mc *m, enum rdma_cm_event_type t, int status,
 		     const struct ibv_ah_attr *ah, uint32_t qkey)
 {
-	struct cma_event *e = cma_event_new(m->id, t, status);
+	/* The join reserved it (one event per join: JOIN or ERROR). */
+	struct cma_event *e = cma_event_use(&m->ev, m->id, t, status);
 
 	if (!e)
 		return;
@@ -415,7 +422,8 @@ CMA_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *cm_id,
 		return cma_fail(EINVAL);
 	}
 	m = calloc(1, sizeof(*m));
-	if (!m) {
+	if (!m || !(m->ev = cma_event_alloc(0))) {
+		free(m);
 		pthread_mutex_unlock(&g.lock);
 		return cma_fail(ENOMEM);
 	}
@@ -429,7 +437,7 @@ CMA_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *cm_id,
 	m->state = MC_PENDING;
 	if (cma_mc_mgid(id, id->port, attr->addr, m->mgid) < 0) {
 		int e = errno;
-		free(m);
+		mc_free(m);
 		pthread_mutex_unlock(&g.lock);
 		return cma_fail(e);
 	}
@@ -439,7 +447,7 @@ CMA_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *cm_id,
 	if (rc < 0) {
 		int e = errno;
 		id->mcs = m->next;
-		free(m);
+		mc_free(m);
 		pthread_mutex_unlock(&g.lock);
 		return cma_fail(e);
 	}
@@ -525,7 +533,7 @@ CMA_EXPORT int rdma_leave_multicast(struct rdma_cm_id *cm_id, struct sockaddr *a
 	while (m->events_out)
 		pthread_cond_wait(&g.cond, &g.lock);
 	pthread_mutex_unlock(&g.lock);
-	free(m);
+	mc_free(m);
 	return 0;
 }
 
@@ -542,7 +550,7 @@ void cma_mc_leave_all(struct cma_id *id)
 			continue;
 		}
 		*pp = m->next;
-		free(m);
+		mc_free(m);
 	}
 }
 

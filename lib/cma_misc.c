@@ -250,10 +250,12 @@ struct cma_ai_req {
 	struct cma_id *id;
 	char *node, *service;
 	struct rdma_addrinfo *hints;
+	struct cma_event *ev; /* its ADDRINFO_* event, reserved with it */
 };
 
 static void ai_req_free(struct cma_ai_req *r)
 {
+	free(r->ev);
 	free(r->node);
 	free(r->service);
 	rdma_freeaddrinfo(r->hints);
@@ -280,8 +282,9 @@ static void *ai_thread(void *arg)
 			id->ai = res;
 			res = NULL;
 		}
-		cma_event_queue(cma_event_new(id, rc ? RDMA_CM_EVENT_ADDRINFO_ERROR
-						    : RDMA_CM_EVENT_ADDRINFO_RESOLVED,
+		cma_event_queue(cma_event_use(&r->ev, id,
+					      rc ? RDMA_CM_EVENT_ADDRINFO_ERROR
+						 : RDMA_CM_EVENT_ADDRINFO_RESOLVED,
 					      rc ? -e : 0));
 	}
 	pthread_mutex_unlock(&g.lock);
@@ -327,7 +330,7 @@ CMA_EXPORT int rdma_resolve_addrinfo(struct rdma_cm_id *cm_id, const char *node,
 	if (hints && hints->ai_family == AF_IB)
 		return cma_fail(EAFNOSUPPORT);
 	r = calloc(1, sizeof(*r));
-	if (!r || (node && !(r->node = strdup(node))) ||
+	if (!r || !(r->ev = cma_event_alloc(0)) || (node && !(r->node = strdup(node))) ||
 	    (service && !(r->service = strdup(service))) ||
 	    (hints && !(r->hints = ai_dup(hints)))) {
 		if (r)

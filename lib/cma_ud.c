@@ -93,6 +93,9 @@ int cma_ud_connect(struct cma_id *id, const struct rdma_conn_param *param)
 		return cma_fail(EINVAL);
 	if (off + ulen > sizeof(pdata) || (ulen && !param->private_data))
 		return cma_fail(EINVAL);
+	/* Its outcome event, with room for the SIDR_REP's private data. */
+	if (cma_event_reserve(id, 1, 1) < 0)
+		return -1;
 	if (cma_port_open(id->port) < 0)
 		return -1;
 	memset(pdata, 0, sizeof(pdata));
@@ -133,15 +136,17 @@ void cma_ud_on_sidr_rep(struct cma_id *id, const struct cmp_event *ev)
 	}
 	if (ev->status != SIDR_STATUS_OK) {
 		id->state = ST_ERROR;
-		e = cma_event_new(id, RDMA_CM_EVENT_UNREACHABLE, ev->status);
+		e = cma_event_new_pdata(id, RDMA_CM_EVENT_UNREACHABLE, ev->status,
+					ev->private_data_len);
 	} else if (set_qkey(id, ev->remote_qkey) < 0) {
 		/* Our QP already has another Q_Key (the kernel: ADDR_ERROR). */
 		id->state = ST_ERROR;
-		e = cma_event_new(id, RDMA_CM_EVENT_ADDR_ERROR, -EINVAL);
+		e = cma_event_new_pdata(id, RDMA_CM_EVENT_ADDR_ERROR, -EINVAL,
+					ev->private_data_len);
 	} else {
 		id->state = ST_ESTABLISHED;
 		id->remote_ece = ev->ece;
-		e = cma_event_new(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+		e = cma_event_new_pdata(id, RDMA_CM_EVENT_ESTABLISHED, 0, ev->private_data_len);
 		if (e) {
 			struct rdma_ud_param *ud = &e->ev.param.ud;
 

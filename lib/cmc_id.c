@@ -367,12 +367,15 @@ static void skip_stale(struct cmc_chan *c)
 	pthread_mutex_unlock(&cmc.lock);
 }
 
-static struct cmc_event *ev_new(struct cmc_id *owner, enum rdma_cm_event_type t, int status)
+/* Takes the event the caller allocated before the frame left the socket
+ * (cmc_get_cm_event): no event is lost to a failed allocation. */
+static struct cmc_event *ev_new(struct cmc_event **spare, struct cmc_id *owner,
+				enum rdma_cm_event_type t, int status)
 {
-	struct cmc_event *e = calloc(1, sizeof(*e));
+	struct cmc_event *e = *spare;
 
-	if (!e)
-		return NULL;
+	*spare = NULL;
+	memset(e, 0, sizeof(*e));
 	e->ev.id = &owner->id;
 	e->ev.event = t;
 	e->ev.status = status;
@@ -428,7 +431,8 @@ static void mc_attach(struct cmc_id *id, struct cmc_mc *m, const struct ibv_ah_a
 
 /* A frame from the daemon becomes the user's event, or nothing (NULL: an
  * event for an id already destroyed here). */
-static struct cmc_event *ev_from_frame(struct cmc_chan *c, const struct usp_event *f)
+static struct cmc_event *ev_from_frame(struct cmc_chan *c, const struct usp_event *f,
+					struct cmc_event **spare)
 {
 	struct cmc_id *id, *l = NULL;
 	struct cmc_event *e;
@@ -480,9 +484,7 @@ static struct cmc_event *ev_from_frame(struct cmc_chan *c, const struct usp_even
 	if (f->event == RDMA_CM_EVENT_CONNECT_REQUEST)
 		id->req_qp = f->qp;
 	ud = f->ud_event != 0;
-	e = ev_new(l ? l : id, (enum rdma_cm_event_type)f->event, f->status);
-	if (!e)
-		return NULL;
+	e = ev_new(spare, l ? l : id, (enum rdma_cm_event_type)f->event, f->status);
 	e->ev.id = &id->id;
 	if (l)
 		e->ev.listen_id = &l->id;
@@ -538,7 +540,7 @@ static struct cmc_event *ev_from_frame(struct cmc_chan *c, const struct usp_even
 }
 
 /* The daemon is gone: one DEVICE_REMOVAL per id of the channel. */
-static struct cmc_event *removal_event(struct cmc_chan *c)
+static struct cmc_event *removal_event(struct cmc_chan *c, struct cmc_event **spare)
 {
 	struct cmc_id *hit = NULL;
 
@@ -551,12 +553,13 @@ static struct cmc_event *removal_event(struct cmc_chan *c)
 				break;
 			}
 	pthread_mutex_unlock(&cmc.lock);
-	return hit ? ev_new(hit, RDMA_CM_EVENT_DEVICE_REMOVAL, 0) : NULL;
+	return hit ? ev_new(spare, hit, RDMA_CM_EVENT_DEVICE_REMOVAL, 0) : NULL;
 }
 
 int cmc_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
 {
 	struct cmc_chan *c = (struct cmc_chan *)channel;
+	struct cmc_event *spare = NULL;
 	struct usp_event f;
 
 	if (!c || !event)
@@ -565,10 +568,17 @@ int cmc_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **
 		struct cmc_event *e = NULL;
 		ssize_t r;
 
+		/* The event's memory first, before its frame leaves the socket
+		 * or an id is marked removed: out of memory, the call fails
+		 * with ENOMEM and the event is still there for the next one. */
+		if (!spare && !(spare = malloc(sizeof(*spare))))
+			return cma_fail(ENOMEM);
 		if (c->eof) {
-			e = removal_event(c);
-			if (!e)
+			e = removal_event(c, &spare);
+			if (!e) {
+				free(spare);
 				return cma_fail(ENODEV);
+			}
 		} else {
 			pthread_mutex_lock(&cmc.lock);
 			c->waiters++;
@@ -583,9 +593,12 @@ int cmc_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **
 			}
 			pthread_mutex_unlock(&cmc.lock);
 			if (r < 0) {
-				if (errno == EINTR)
+				int err = errno;
+
+				if (err == EINTR)
 					continue;
-				return -1; /* EAGAIN on an O_NONBLOCK channel */
+				free(spare);
+				return cma_fail(err); /* EAGAIN on an O_NONBLOCK channel */
 			}
 			if (r == 0) {
 				c->eof = 1;
@@ -594,9 +607,9 @@ int cmc_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **
 			if (r != (ssize_t)sizeof(f) || f.h.op != USP_EVENT || f.h.len != sizeof(f) ||
 			    f.pdata_len > USP_PDATA_MAX)
 				continue; /* not a frame of ours: dropped */
-			e = ev_from_frame(c, &f);
+			e = ev_from_frame(c, &f, &spare);
 			if (!e)
-				continue;
+				continue; /* the spare stays for the next frame */
 		}
 		pthread_mutex_lock(&cmc.lock);
 		e->owner->events_out++;
