@@ -236,14 +236,6 @@ int cma_init_locked(void)
 	return 0;
 }
 
-struct cma_dev *cma_dev_of_verbs(struct ibv_context *verbs)
-{
-	for (int i = 0; i < g.ndevs; i++)
-		if (g.devs[i].verbs == verbs)
-			return &g.devs[i];
-	return NULL;
-}
-
 int cma_port_gid_index(struct cma_port *p, const uint8_t gid[16])
 {
 	for (int i = 0; i < p->ngids; i++)

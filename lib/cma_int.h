@@ -334,7 +334,6 @@ struct cma_port *cma_port_of_gid(const uint8_t gid[16], int *gid_index);
 int cma_port_gid_index(struct cma_port *p, const uint8_t gid[16]);
 int cma_port_pkey_index(struct cma_port *p, uint16_t pkey);
 void cma_port_refresh(struct cma_port *p);
-struct cma_dev *cma_dev_of_verbs(struct ibv_context *verbs);
 
 struct cma_chan *cma_chan_new(int sync);
 void cma_chan_free(struct cma_chan *c);

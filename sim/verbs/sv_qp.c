@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sim/verbs/sv.h"
@@ -419,13 +420,37 @@ void sv_qp_to_error(struct sv_qp *q)
 	}
 }
 
+/* USCM_SIM_MODIFY_QP_DELAY_MS: every ibv_modify_qp first sleeps that long
+ * (read once per process), as a slow firmware command can on hardware; for
+ * tests of what a caller holds meanwhile. The QP is not locked while
+ * sleeping: ibv_query_qp and the data path go on. */
+static unsigned modify_delay_ms(void)
+{
+	static int ms = -1;
+
+	if (__atomic_load_n(&ms, __ATOMIC_RELAXED) < 0) {
+		const char *v = getenv("USCM_SIM_MODIFY_QP_DELAY_MS");
+		long x = v && *v ? strtol(v, NULL, 0) : 0;
+
+		__atomic_store_n(&ms, x > 0 && x < 600000 ? (int)x : 0, __ATOMIC_RELAXED);
+	}
+	return (unsigned)ms;
+}
+
 SV_EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
 	struct sv_qp *q = (struct sv_qp *)qp;
 	struct sv_ctx *c = q->ctx;
 	enum ibv_qp_state cur, next;
 	int req, opt, e, t = qpt_index(qp->qp_type);
+	unsigned delay = modify_delay_ms();
 
+	if (delay) {
+		struct timespec ts = { (time_t)(delay / 1000), (long)(delay % 1000) * 1000000L };
+
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+	}
 	pthread_mutex_lock(&c->lock);
 	cur = q->state;
 	if (mask & M(CUR_STATE)) {
