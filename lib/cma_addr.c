@@ -499,11 +499,11 @@ CMA_EXPORT int rdma_bind_addr(struct rdma_cm_id *cm_id, struct sockaddr *addr)
 		return cma_fail(EAFNOSUPPORT);
 	pthread_mutex_lock(&g.lock);
 	if (id->state != ST_IDLE) {
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(EINVAL);
 	}
 	rc = cma_bind_locked(id, addr);
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	return rc;
 }
 
@@ -648,11 +648,11 @@ CMA_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id, struct sockaddr *src_
 		}
 		if (cma_bind_locked(id, src_addr) < 0) {
 			int err = errno;
-			pthread_mutex_unlock(&g.lock);
+			cma_unlock();
 			return cma_fail(err);
 		}
 	} else if (id->state != ST_BOUND) {
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(EINVAL);
 	}
 	src = &id->id.route.addr.src_addr;
@@ -665,7 +665,7 @@ CMA_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id, struct sockaddr *src_
 		 * the group's MGID on that port. */
 		p = id->port ? id->port : first_active_port();
 		if (!p) {
-			pthread_mutex_unlock(&g.lock);
+			cma_unlock();
 			return cma_fail(ENODEV);
 		}
 		if (!id->port) {
@@ -682,7 +682,7 @@ CMA_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id, struct sockaddr *src_
 		if (!p) {
 			p = route_port(dgid, &gid_index);
 			if (!p) {
-				pthread_mutex_unlock(&g.lock);
+				cma_unlock();
 				return cma_fail(ENODEV);
 			}
 			cma_set_bound_port(id, p);
@@ -720,11 +720,11 @@ CMA_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id, struct sockaddr *src_
 	e = cma_event_heap(id, status ? RDMA_CM_EVENT_ADDR_ERROR : RDMA_CM_EVENT_ADDR_RESOLVED,
 			   status, 0);
 	if (!e) {
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(ENOMEM);
 	}
 	cma_event_queue(e);
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	return cma_sync_wait(id);
 }
 
@@ -970,19 +970,19 @@ CMA_EXPORT int rdma_resolve_route(struct rdma_cm_id *cm_id, int timeout_ms)
 		return cma_fail(EINVAL);
 	pthread_mutex_lock(&g.lock);
 	if (id->state != ST_ADDR_RESOLVED || !id->port) {
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(EINVAL);
 	}
 	/* ROUTE_RESOLVED / ROUTE_ERROR, held until the SA answers. */
 	if (cma_event_reserve(id, 1, 0) < 0) {
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(ENOMEM);
 	}
 	p = id->port;
 	if (p->roce) {
 		roce_path(id);
 		cma_route_done(id, 0);
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_sync_wait(id);
 	}
 	memset(&k, 0, sizeof(k));
@@ -1004,12 +1004,12 @@ CMA_EXPORT int rdma_resolve_route(struct rdma_cm_id *cm_id, int timeout_ms)
 	if (c) {
 		id->path = c->path;
 		cma_route_done(id, 0);
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_sync_wait(id);
 	}
 	if (cma_port_open(p) < 0) {
 		int e = errno;
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(e);
 	}
 	for (q = pathqs; q; q = q->next)
@@ -1021,7 +1021,7 @@ CMA_EXPORT int rdma_resolve_route(struct rdma_cm_id *cm_id, int timeout_ms)
 
 		q = calloc(1, sizeof(*q));
 		if (!q) {
-			pthread_mutex_unlock(&g.lock);
+			cma_unlock();
 			return cma_fail(ENOMEM);
 		}
 		q->k = k;
@@ -1040,7 +1040,7 @@ CMA_EXPORT int rdma_resolve_route(struct rdma_cm_id *cm_id, int timeout_ms)
 		if (um_sa_path_get(p->sa, &req, sa_answer, q, NULL) < 0) {
 			int e = errno;
 			free(q);
-			pthread_mutex_unlock(&g.lock);
+			cma_unlock();
 			return cma_fail(e);
 		}
 		q->next = pathqs;
@@ -1050,7 +1050,7 @@ CMA_EXPORT int rdma_resolve_route(struct rdma_cm_id *cm_id, int timeout_ms)
 		unsigned nc = q->cap ? q->cap * 2 : 4;
 		struct cma_id **nw = realloc(q->waiters, nc * sizeof(*nw));
 		if (!nw) {
-			pthread_mutex_unlock(&g.lock);
+			cma_unlock();
 			return cma_fail(ENOMEM);
 		}
 		q->waiters = nw;
@@ -1060,7 +1060,7 @@ CMA_EXPORT int rdma_resolve_route(struct rdma_cm_id *cm_id, int timeout_ms)
 	id->sa_pending = 1;
 	id->state = ST_ROUTE_QUERY;
 	cma_kick();
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	return cma_sync_wait(id);
 }
 
@@ -1178,7 +1178,7 @@ CMA_EXPORT int rdma_set_option(struct rdma_cm_id *cm_id, int level, int optname,
 	} else {
 		rc = cma_fail(ENOSYS);
 	}
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	return rc;
 }
 

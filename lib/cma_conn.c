@@ -76,11 +76,11 @@ CMA_EXPORT int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm
 	pthread_mutex_lock(&g.lock);
 	if (cma_init_locked() < 0) {
 		int e = errno;
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(e);
 	}
 	id = cma_id_alloc_locked((struct cma_chan *)channel, context, ps, ps_qp_type(ps));
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	if (!id)
 		return -1;
 	*out = &id->id;
@@ -165,11 +165,17 @@ CMA_EXPORT int rdma_destroy_id(struct rdma_cm_id *cm_id)
 	}
 	pthread_mutex_lock(&g.lock);
 	cma_id_detach_locked(id);
-	/* rdma_destroy_id(3): blocks until the events handed out are acked. */
-	while (id->events_out)
+	/* rdma_destroy_id(3): blocks until the events handed out are acked;
+	 * and a QP job in flight pins the id (cma_qpjob.c). */
+	for (;;) {
+		cma_qpj_wait(id);
+		if (!id->events_out)
+			break;
+		cma_qpj_before_wait();
 		pthread_cond_wait(&g.cond, &g.lock);
+	}
 	cma_id_free_locked(id);
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	return 0;
 }
 
@@ -191,11 +197,11 @@ CMA_EXPORT int rdma_migrate_id(struct rdma_cm_id *cm_id, struct rdma_event_chann
 	old = id->chan;
 	nc = channel ? (struct cma_chan *)channel : cma_chan_new(1);
 	if (!nc) {
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return -1;
 	}
 	if (old == nc) {
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return 0;
 	}
 	/* Pending events of the id follow it, in order. */
@@ -225,7 +231,7 @@ CMA_EXPORT int rdma_migrate_id(struct rdma_cm_id *cm_id, struct rdma_event_chann
 	id->chan = nc;
 	id->id.channel = &nc->ch;
 	id->sync = channel == NULL;
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	return 0;
 }
 
@@ -321,32 +327,13 @@ static int plain_attr(struct cma_id *id, enum ibv_qp_state target, struct ibv_qp
 	return cma_fail(EINVAL);
 }
 
-static int id_qp_attr(struct cma_id *id, enum ibv_qp_state target, struct ibv_qp_attr *a,
-		      int *mask)
+int cma_id_qp_attr(struct cma_id *id, enum ibv_qp_state target, struct ibv_qp_attr *a, int *mask)
 {
 	if (id->conn && !is_ud(id) && conn_attr(id, target, a, mask) == 0)
 		return 0;
 	if (id->conn && !is_ud(id) && target != IBV_QPS_INIT)
 		return cma_fail(EINVAL);
 	return plain_attr(id, target, a, mask);
-}
-
-static int modify(struct cma_id *id, enum ibv_qp_state target)
-{
-	struct ibv_qp_attr a;
-	int mask, rc;
-
-	if (id_qp_attr(id, target, &a, &mask) < 0)
-		return -1;
-	rc = ibv_modify_qp(id->id.qp, &a, mask);
-	if (rc)
-		return cma_fail(rc > 0 ? rc : EINVAL);
-	return 0;
-}
-
-void cma_qp_to_err(struct cma_id *id)
-{
-	cma_qp_to_error(id->id.qp);
 }
 
 CMA_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *cm_id, struct ibv_qp_attr *qp_attr,
@@ -360,54 +347,88 @@ CMA_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *cm_id, struct ibv_qp_attr *q
 	if (!id || !qp_attr || !qp_attr_mask)
 		return cma_fail(EINVAL);
 	pthread_mutex_lock(&g.lock);
-	rc = id_qp_attr(id, qp_attr->qp_state, qp_attr, qp_attr_mask);
-	pthread_mutex_unlock(&g.lock);
+	rc = cma_id_qp_attr(id, qp_attr->qp_state, qp_attr, qp_attr_mask);
+	cma_unlock();
 	return rc;
+}
+
+/* A job (cma_qpjob.c) that takes the id's QP through INIT, RTR and RTS for
+ * its connection, with attributes computed now; NULL/errno. */
+static struct cma_qpj *rts_job(struct cma_id *id)
+{
+	struct cma_qpj *j = cma_qpj_new(id, QPJ_MODIFY);
+	int e;
+
+	if (!j)
+		return NULL;
+	if (cma_qpj_add_step(j, IBV_QPS_INIT) == 0 && cma_qpj_add_step(j, IBV_QPS_RTR) == 0 &&
+	    cma_qpj_add_step(j, IBV_QPS_RTS) == 0)
+		return j;
+	e = errno;
+	free(j);
+	errno = e;
+	return NULL;
 }
 
 /* ---- QPs ------------------------------------------------------------------------------------ */
 
-static struct ibv_pd *default_pd(struct cma_id *id)
-{
-	struct cma_dev *d = id_dev(id);
-
-	if (!d)
-		return NULL;
-	if (!d->pd)
-		d->pd = ibv_alloc_pd(d->verbs);
-	return d->pd;
-}
-
-/* Moves a fresh QP where the rdma_cm leaves it: INIT for connected QPs
- * (RTR/RTS come with the connection), RTS for UD. */
-static int init_new_qp(struct cma_id *id)
-{
-	if (modify(id, IBV_QPS_INIT) < 0)
-		return -1;
-	if (is_ud(id) && (modify(id, IBV_QPS_RTR) < 0 || modify(id, IBV_QPS_RTS) < 0))
-		return -1;
-	return 0;
-}
-
+/* The QP, its CQs and SRQ are made without g.lock (system calls on
+ * hardware); the lock is taken only to read the id. */
 static struct ibv_pd *ops_default_pd(struct rdma_cm_id *cm_id)
 {
-	return default_pd(cma_id_of(cm_id)); /* g.lock held by the caller */
+	struct cma_dev *d;
+
+	pthread_mutex_lock(&g.lock);
+	d = id_dev(cma_id_of(cm_id));
+	cma_unlock();
+	return d ? cma_dev_pd(d) : NULL;
 }
 
-static int ops_init(struct rdma_cm_id *cm_id)
+/* Moves a fresh QP where the rdma_cm leaves it — INIT for connected QPs
+ * (RTR/RTS come with the connection), RTS for UD — and then gives it to
+ * the id. Nobody else sees the QP before that, so the calls need no job. */
+static int ops_init(struct rdma_cm_id *cm_id, struct ibv_qp *qp)
 {
-	return init_new_qp(cma_id_of(cm_id));
+	struct cma_id *id = cma_id_of(cm_id);
+	struct cma_qp_step s[3];
+	int n = is_ud(id) ? 3 : 1, rc = 0;
+
+	pthread_mutex_lock(&g.lock);
+	for (int i = 0; i < n && !rc; i++) {
+		memset(&s[i].attr, 0, sizeof(s[i].attr));
+		s[i].attr.qp_state = (enum ibv_qp_state)(IBV_QPS_INIT + i);
+		rc = cma_id_qp_attr(id, s[i].attr.qp_state, &s[i].attr, &s[i].mask);
+	}
+	cma_unlock();
+	if (rc)
+		return -1;
+	for (int i = 0; i < n; i++)
+		if ((rc = ibv_modify_qp(qp, &s[i].attr, s[i].mask)))
+			return cma_fail(rc > 0 ? rc : EINVAL);
+	pthread_mutex_lock(&g.lock);
+	id->id.qp = qp;
+	cma_unlock();
+	return 0;
 }
 
 static const struct cma_qp_ops qp_ops = { ops_default_pd, ops_init };
 
 static int create_qp_common(struct cma_id *id, struct ibv_qp_init_attr_ex *attr, int use_ex)
 {
-	if (!id->id.verbs || !id->port)
+	int rc;
+
+	pthread_mutex_lock(&g.lock);
+	if (!id->id.verbs || !id->port || id->id.qp || id->qp_creating) {
+		cma_unlock();
 		return cma_fail(EINVAL);
-	if (id->id.qp)
-		return cma_fail(EINVAL);
-	return cma_qp_create(&id->id, attr, use_ex, &id->own, &qp_ops);
+	}
+	id->qp_creating = 1;
+	cma_unlock();
+	rc = cma_qp_create(&id->id, attr, use_ex, &id->own, &qp_ops);
+	pthread_mutex_lock(&g.lock);
+	id->qp_creating = 0;
+	cma_unlock();
+	return rc;
 }
 
 CMA_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *cm_id, struct ibv_qp_init_attr_ex *attr)
@@ -415,14 +436,10 @@ CMA_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *cm_id, struct ibv_qp_init_at
 	if (cma_remote())
 		return cmc_create_qp_ex(cm_id, attr);
 	struct cma_id *id = cma_id_of(cm_id);
-	int rc;
 
 	if (!id || !attr)
 		return cma_fail(EINVAL);
-	pthread_mutex_lock(&g.lock);
-	rc = create_qp_common(id, attr, 1);
-	pthread_mutex_unlock(&g.lock);
-	return rc;
+	return create_qp_common(id, attr, 1);
 }
 
 CMA_EXPORT int rdma_create_qp(struct rdma_cm_id *cm_id, struct ibv_pd *pd,
@@ -437,9 +454,7 @@ CMA_EXPORT int rdma_create_qp(struct rdma_cm_id *cm_id, struct ibv_pd *pd,
 	if (!id || !qp_init_attr)
 		return cma_fail(EINVAL);
 	cma_qp_attr_ex(qp_init_attr, pd, &ax);
-	pthread_mutex_lock(&g.lock);
 	rc = create_qp_common(id, &ax, 0);
-	pthread_mutex_unlock(&g.lock);
 	if (!rc)
 		cma_qp_attr_back(&ax, qp_init_attr);
 	return rc;
@@ -452,17 +467,22 @@ CMA_EXPORT void rdma_destroy_qp(struct rdma_cm_id *cm_id)
 		return;
 	}
 	struct cma_id *id = cma_id_of(cm_id);
+	struct ibv_qp *qp = NULL;
 
 	if (!id)
 		return;
 	pthread_mutex_lock(&g.lock);
 	if (id->id.qp) {
 		cma_mc_detach_qp(id);
-		ibv_destroy_qp(id->id.qp);
+		/* every call on the QP (the detaches too) done before it goes */
+		cma_qpj_wait(id);
+		qp = id->id.qp;
 		id->id.qp = NULL;
 	}
+	cma_unlock();
+	if (qp)
+		ibv_destroy_qp(qp);
 	cma_qp_destroy_owned_cqs(&id->id, &id->own);
-	pthread_mutex_unlock(&g.lock);
 }
 
 CMA_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *cm_id, struct ibv_srq_init_attr_ex *attr)
@@ -470,14 +490,10 @@ CMA_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *cm_id, struct ibv_srq_init_
 	if (cma_remote())
 		return cmc_create_srq_ex(cm_id, attr);
 	struct cma_id *id = cma_id_of(cm_id);
-	int rc;
 
 	if (!id || !attr)
 		return cma_fail(EINVAL);
-	pthread_mutex_lock(&g.lock);
-	rc = cma_srq_create(&id->id, attr, &qp_ops);
-	pthread_mutex_unlock(&g.lock);
-	return rc;
+	return cma_srq_create(&id->id, attr, &qp_ops); /* without g.lock: system calls */
 }
 
 CMA_EXPORT int rdma_create_srq(struct rdma_cm_id *cm_id, struct ibv_pd *pd,
@@ -502,14 +518,16 @@ CMA_EXPORT int rdma_create_srq(struct rdma_cm_id *cm_id, struct ibv_pd *pd,
 
 CMA_EXPORT void rdma_destroy_srq(struct rdma_cm_id *cm_id)
 {
+	struct ibv_srq *srq;
+
 	if (!cm_id)
 		return;
 	pthread_mutex_lock(&g.lock);
-	if (cm_id->srq) {
-		ibv_destroy_srq(cm_id->srq);
-		cm_id->srq = NULL;
-	}
-	pthread_mutex_unlock(&g.lock);
+	srq = cm_id->srq;
+	cm_id->srq = NULL;
+	cma_unlock();
+	if (srq)
+		ibv_destroy_srq(srq);
 }
 
 /* ---- connecting ------------------------------------------------------------------------------ */
@@ -546,38 +564,38 @@ CMA_EXPORT int rdma_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *pa
 		/* UD service resolution: a SIDR_REQ (cma_ud.c). */
 		int rc = cma_ud_connect(id, param), e = errno;
 
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		if (rc < 0)
 			return cma_fail(e);
 		return cma_sync_wait(id);
 	}
 	if (id->state != ST_ROUTE_RESOLVED || !id->path_valid || (!id->id.qp && !param)) {
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(EINVAL);
 	}
 	ulen = param ? param->private_data_len : 0;
 	if (cma_ip_family(id))
 		off = CMP_CMA_HDR_SIZE;
 	if (off + ulen > CMP_REQ_PDATA || (ulen && !param->private_data)) {
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(EINVAL);
 	}
 	/* The events it is owed: the outcome (room for the REP's private
 	 * data), DISCONNECTED and TIMEWAIT_EXIT (cma_event_mem.c). */
 	if (cma_event_reserve(id, 3, 1) < 0) {
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(ENOMEM);
 	}
 	if (cma_port_open(id->port) < 0) {
 		int e = errno;
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(e);
 	}
 	memset(pdata, 0, sizeof(pdata));
 	if (off && cmp_cma_hdr_build(pdata, sizeof(pdata), &id->id.route.addr.src_addr,
 				     &id->id.route.addr.dst_addr) < 0) {
 		int e = errno;
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(e);
 	}
 	if (ulen)
@@ -605,13 +623,13 @@ CMA_EXPORT int rdma_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *pa
 	req.private_data_len = (uint8_t)(off + ulen);
 	if (cmp_connect(id->port->eng, &req, id, &id->conn, cma_now()) < 0) {
 		int e = errno;
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(e);
 	}
 	id->state = ST_CONNECT;
 	cma_port_flush(id->port);
 	cma_kick_timers();
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	return cma_sync_wait(id);
 }
 
@@ -635,7 +653,7 @@ CMA_EXPORT int rdma_establish(struct rdma_cm_id *cm_id)
 		cma_port_flush(id->port);
 		cma_kick_timers();
 	}
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	return rc;
 }
 
@@ -695,7 +713,7 @@ CMA_EXPORT int rdma_listen(struct rdma_cm_id *cm_id, int backlog)
 	pthread_mutex_lock(&g.lock);
 	if (id->state == ST_LISTEN) {
 		id->backlog = backlog > 0 && backlog < g.max_backlog ? backlog : g.max_backlog;
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return 0;
 	}
 	if (id->state == ST_IDLE) {
@@ -705,16 +723,16 @@ CMA_EXPORT int rdma_listen(struct rdma_cm_id *cm_id, int backlog)
 		any.sin_family = AF_INET;
 		if (cma_bind_locked(id, (struct sockaddr *)&any) < 0) {
 			e = errno;
-			pthread_mutex_unlock(&g.lock);
+			cma_unlock();
 			return cma_fail(e);
 		}
 	}
 	if (id->state != ST_BOUND) {
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(EINVAL);
 	}
 	if ((e = cma_check_port_listen(id))) {
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(e);
 	}
 	sid = cma_service_id(id, &id->id.route.addr.src_addr);
@@ -740,13 +758,13 @@ CMA_EXPORT int rdma_listen(struct rdma_cm_id *cm_id, int backlog)
 	}
 	if (!ok) {
 		cma_listen_release(id);
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(err);
 	}
 	id->backlog = backlog > 0 && backlog < g.max_backlog ? backlog : g.max_backlog;
 	id->state = ST_LISTEN;
 	cma_kick();
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	return 0;
 }
 
@@ -816,7 +834,7 @@ int cma_accept_prepare(struct rdma_cm_id *cm_id, const struct rdma_conn_param *p
 		rc = cma_fail(EINVAL);
 	else
 		accept_depths(id, param);
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	return rc;
 }
 
@@ -836,7 +854,7 @@ CMA_EXPORT int rdma_accept(struct rdma_cm_id *cm_id, struct rdma_conn_param *par
 		 * only lets go of its connect request (as librdmacm). */
 		int rc = cma_ud_accept(id, param), err = errno;
 
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		if (rc < 0)
 			return cma_fail(err);
 		if (id->sync && id->id.event) {
@@ -848,28 +866,39 @@ CMA_EXPORT int rdma_accept(struct rdma_cm_id *cm_id, struct rdma_conn_param *par
 	if (id->state != ST_CONNECT_REQ || !id->conn || (!id->id.qp && !param) ||
 	    (param && param->private_data_len > CMP_REP_PDATA) ||
 	    (param && param->private_data_len && !param->private_data)) {
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(EINVAL);
 	}
 	accept_depths(id, param);
 	/* Room for the REP before the QP moves: cmp_accept cannot then fail
 	 * for lack of memory with the QP already in RTS. */
 	if (cmp_engine_reserve(id->port->eng) < 0) {
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(ENOMEM);
 	}
 	if (id->id.qp) {
 		/* Ready to receive and send before the REP leaves, as the kernel
-		 * CMA does: the peer may send as soon as it has the REP. */
-		if (modify(id, IBV_QPS_INIT) < 0 || modify(id, IBV_QPS_RTR) < 0 ||
-		    modify(id, IBV_QPS_RTS) < 0) {
-			e = errno;
+		 * CMA does: the peer may send as soon as it has the REP. The
+		 * calls run with g.lock dropped (cma_qpjob.c). */
+		struct cma_qpj *j = rts_job(id);
+
+		e = j ? cma_qpj_sync(j) : errno;
+		if (!e && (id->destroying || id->state != ST_CONNECT_REQ || !id->conn)) {
+			/* the request ended meanwhile (the peer gave up: its REJ
+			 * queued the QP's move to ERROR after ours) */
+			cma_unlock();
+			return cma_fail(EINVAL);
+		}
+		/* the room made above may have been taken meanwhile */
+		if (!e && cmp_engine_reserve(id->port->eng) < 0)
+			e = ENOMEM;
+		if (e) {
 			cmp_reject(id->port->eng, id->conn, CMA_REJ_CONSUMER_DEFINED, NULL, 0, NULL, 0,
 				   cma_now());
 			id->state = ST_ERROR;
 			cma_port_flush(id->port);
 			cma_kick();
-			pthread_mutex_unlock(&g.lock);
+			cma_unlock();
 			return cma_fail(e);
 		}
 	}
@@ -889,13 +918,13 @@ CMA_EXPORT int rdma_accept(struct rdma_cm_id *cm_id, struct rdma_conn_param *par
 	}
 	if (cmp_accept(id->port->eng, id->conn, &rep, cma_now()) < 0) {
 		e = errno;
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(e);
 	}
 	id->state = ST_ACCEPTED;
 	cma_port_flush(id->port);
 	cma_kick_timers();
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	return cma_sync_wait(id);
 }
 
@@ -923,7 +952,7 @@ static int reject_common(struct rdma_cm_id *cm_id, const void *pdata, uint8_t le
 		cma_port_flush(id->port);
 		cma_kick_timers();
 	}
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	return rc;
 }
 
@@ -963,7 +992,7 @@ CMA_EXPORT int rdma_notify(struct rdma_cm_id *cm_id, enum ibv_event_type event)
 	} else if (event != IBV_EVENT_LID_CHANGE && event != IBV_EVENT_PATH_MIG) {
 		rc = cma_fail(EINVAL);
 	}
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	return rc;
 }
 
@@ -978,10 +1007,18 @@ CMA_EXPORT int rdma_disconnect(struct rdma_cm_id *cm_id)
 		return cma_fail(EINVAL);
 	pthread_mutex_lock(&g.lock);
 	if (!id->conn) {
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(EINVAL);
 	}
-	cma_qp_to_err(id);
+	/* The QP is in ERROR before the DREQ leaves, as with the kernel's
+	 * rdma_cm; after any move still in flight (the REP's to RTS: then the
+	 * connection is established by now and the DREQ follows the RTU). */
+	cma_qp_to_err(id, NULL);
+	cma_qpj_wait(id);
+	if (!id->conn) {
+		cma_unlock();
+		return 0;
+	}
 	switch (cmp_conn_state(id->conn)) {
 	case CMP_ESTABLISHED: /* send DREQ */
 	case CMP_DREQ_RCVD:   /* answer the peer's with DREP */
@@ -989,7 +1026,7 @@ CMA_EXPORT int rdma_disconnect(struct rdma_cm_id *cm_id)
 			sent = 1;
 		} else if (errno == ENOMEM) {
 			/* Nothing sent: no DISCONNECTED will come. Say so. */
-			pthread_mutex_unlock(&g.lock);
+			cma_unlock();
 			return cma_fail(ENOMEM);
 		}
 		break;
@@ -1000,7 +1037,7 @@ CMA_EXPORT int rdma_disconnect(struct rdma_cm_id *cm_id)
 	id->disconnect_called = 1;
 	cma_port_flush(id->port);
 	cma_kick_timers();
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	/* A synchronous id waits for its DISCONNECTED event. */
 	if (id->sync && sent)
 		return cma_sync_wait(id);
@@ -1021,7 +1058,7 @@ CMA_EXPORT int rdma_set_local_ece(struct rdma_cm_id *cm_id, struct ibv_ece *ece)
 	id->local_ece.vendor_id = ece->vendor_id & 0xFFFFFF;
 	id->local_ece.attr_mod = ece->options;
 	id->local_ece_set = 1;
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	return 0;
 }
 
@@ -1037,7 +1074,7 @@ CMA_EXPORT int rdma_get_remote_ece(struct rdma_cm_id *cm_id, struct ibv_ece *ece
 	ece->vendor_id = id->remote_ece.vendor_id;
 	ece->options = id->remote_ece.attr_mod;
 	ece->comp_mask = 0;
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	return 0;
 }
 
@@ -1061,7 +1098,7 @@ CMA_EXPORT int rdma_create_ep(struct rdma_cm_id **out, struct rdma_addrinfo *res
 	pthread_mutex_lock(&g.lock);
 	if (res->ai_qp_type)
 		id->id.qp_type = (enum ibv_qp_type)res->ai_qp_type;
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	if (res->ai_flags & RAI_PASSIVE) {
 		if (!res->ai_src_addr || rdma_bind_addr(cm_id, res->ai_src_addr) < 0)
 			goto fail;
@@ -1286,41 +1323,80 @@ static void on_req(struct cma_port *p, const struct cmp_event *ev)
 	cma_event_queue(e);
 }
 
-static void on_rep(struct cma_id *id, const struct cmp_event *ev)
+/* The REP cannot be answered: REJ, the QP to ERROR, CONNECT_ERROR. */
+static void rep_failed(struct cma_id *id, int err)
 {
 	struct cma_port *p = id->port;
+
+	if (cmp_reject(p->eng, id->conn, CMA_REJ_CONSUMER_DEFINED, NULL, 0, NULL, 0, cma_now()) < 0) {
+		/* No memory for the REJ either: the engine finishes alone. */
+		cmp_conn_destroy(p->eng, id->conn, cma_now());
+		id->conn = NULL;
+	}
+	id->state = ST_ERROR;
+	cma_qp_to_err(id, cma_event_new(id, RDMA_CM_EVENT_CONNECT_ERROR, -err));
+}
+
+/* The QP went to RTS (or failed to) with g.lock dropped: the RTU and
+ * ESTABLISHED now, unless the connection ended meanwhile — a REJ, a
+ * timeout or rdma_destroy_id (whose move to ERROR is queued after this
+ * job), or an rdma_disconnect that came before the REP (the QP was in
+ * ERROR: as the kernel, REJ and CONNECT_ERROR). */
+static void rep_moved(struct cma_qpj *j)
+{
+	struct cma_id *id = j->id;
+	struct cma_event *e = j->ev;
+
+	j->ev = NULL;
+	if (id->destroying || id->state != ST_CONNECT || !id->conn) {
+		cma_event_return(id, e);
+		return;
+	}
+	/* room for the RTU again: other calls on the engine ran meanwhile */
+	if (j->err || j->no_qp || id->disconnect_called || cmp_engine_reserve(id->port->eng) < 0) {
+		int err = j->err ? j->err : j->no_qp || id->disconnect_called ? EINVAL : errno;
+
+		cma_event_return(id, e);
+		rep_failed(id, err);
+	} else {
+		cmp_rtu(id->port->eng, id->conn, NULL, 0, cma_now()); /* room reserved above */
+		id->state = ST_ESTABLISHED;
+		cma_event_queue(e);
+	}
+	cma_port_flush(id->port);
+	cma_kick_timers();
+}
+
+static void on_rep(struct cma_id *id, const struct cmp_event *ev)
+{
 	struct cma_event *e;
+	struct cma_qpj *j;
 
 	id->remote_ece = ev->ece;
-	if (!id->id.qp) {
-		/* The user owns the QP: it moves it and calls rdma_establish. */
-		id->state = ST_CONNECT_RESPONSE;
-		e = cma_event_new_pdata(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, ev->private_data_len);
-	} else if (cmp_engine_reserve(p->eng) < 0 || /* room for the RTU: see below */
-		   modify(id, IBV_QPS_INIT) < 0 || modify(id, IBV_QPS_RTR) < 0 ||
-		   modify(id, IBV_QPS_RTS) < 0) {
-		int err = errno;
-		if (cmp_reject(p->eng, id->conn, CMA_REJ_CONSUMER_DEFINED, NULL, 0, NULL, 0,
-			       cma_now()) < 0) {
-			/* No memory for the REJ either: the engine finishes alone. */
-			cmp_conn_destroy(p->eng, id->conn, cma_now());
-			id->conn = NULL;
-		}
-		cma_qp_to_err(id);
-		id->state = ST_ERROR;
-		e = cma_event_new(id, RDMA_CM_EVENT_CONNECT_ERROR, -err);
-	} else {
-		cmp_rtu(p->eng, id->conn, NULL, 0, cma_now()); /* room reserved above */
-		id->state = ST_ESTABLISHED;
-		e = cma_event_new_pdata(id, RDMA_CM_EVENT_ESTABLISHED, 0, ev->private_data_len);
-	}
-	if (!e)
-		return;
-	if (e->ev.event != RDMA_CM_EVENT_CONNECT_ERROR) {
+	/* The user owns the QP: it moves it and calls rdma_establish. Else
+	 * the library's QP goes to RTS with g.lock dropped (rep_moved). */
+	e = cma_event_new_pdata(id, id->id.qp ? RDMA_CM_EVENT_ESTABLISHED : RDMA_CM_EVENT_CONNECT_RESPONSE,
+				0, ev->private_data_len);
+	if (e) {
 		cma_event_pdata(e, ev->private_data, ev->private_data_len);
 		conn_event_params(e, ev);
 	}
-	cma_event_queue(e);
+	if (!id->id.qp) {
+		id->state = ST_CONNECT_RESPONSE;
+		cma_event_queue(e);
+		return;
+	}
+	/* room for the RTU (made again once the QP has moved) */
+	if (!e || cmp_engine_reserve(id->port->eng) < 0 || !(j = rts_job(id))) {
+		int err = e ? errno : ENOMEM;
+
+		cma_event_return(id, e);
+		rep_failed(id, err);
+		return;
+	}
+	j->ev = e;
+	j->done = rep_moved;
+	cma_qpj_queue(j);
 }
 
 static void disconnected(struct cma_id *id, int status)
@@ -1360,19 +1436,16 @@ void cma_handle_cm_event(struct cma_port *p, const struct cmp_event *ev)
 		cma_event_queue(cma_event_new(id, RDMA_CM_EVENT_ESTABLISHED, 0));
 		break;
 	case CMP_EV_REJ_RECEIVED:
-		cma_qp_to_err(id);
 		id->state = ST_ERROR;
 		e = cma_event_new_pdata(id, RDMA_CM_EVENT_REJECTED, ev->reason, ev->private_data_len);
-		if (e) {
+		if (e)
 			cma_event_pdata(e, ev->private_data, ev->private_data_len);
-			cma_event_queue(e);
-		}
+		cma_qp_to_err(id, e); /* the event once the QP is in ERROR */
 		break;
 	case CMP_EV_REQ_ERROR:
 	case CMP_EV_REP_ERROR:
-		cma_qp_to_err(id);
 		id->state = ST_ERROR;
-		cma_event_queue(cma_event_new(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT));
+		cma_qp_to_err(id, cma_event_new(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT));
 		break;
 	case CMP_EV_DREQ_RECEIVED:
 		/* Both sides said goodbye at once: our DREQ crossed theirs. */

@@ -236,6 +236,39 @@ int cma_init_locked(void)
 	return 0;
 }
 
+void cma_unlock(void)
+{
+	int e = errno;
+
+	cma_qpj_run_locked(NULL);
+	pthread_mutex_unlock(&g.lock);
+	errno = e;
+}
+
+struct ibv_pd *cma_dev_pd(struct cma_dev *d)
+{
+	struct ibv_pd *pd, *mine;
+
+	pthread_mutex_lock(&g.lock);
+	pd = d->pd;
+	pthread_mutex_unlock(&g.lock);
+	if (pd)
+		return pd;
+	mine = ibv_alloc_pd(d->verbs); /* a system call: not under the lock */
+	if (!mine)
+		return NULL;
+	pthread_mutex_lock(&g.lock);
+	if (!d->pd) {
+		d->pd = mine;
+		mine = NULL;
+	}
+	pd = d->pd;
+	pthread_mutex_unlock(&g.lock);
+	if (mine) /* another thread's came first */
+		ibv_dealloc_pd(mine);
+	return pd;
+}
+
 int cma_port_gid_index(struct cma_port *p, const uint8_t gid[16])
 {
 	for (int i = 0; i < p->ngids; i++)
@@ -423,7 +456,7 @@ void cma_rx_fd(int fd)
 		}
 	if (got)
 		cma_kick_timers();
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 }
 
 #define MAX_POLL 64
@@ -519,6 +552,8 @@ static void *progress_main(void *arg)
 		cmp_time now;
 		int n;
 
+		/* the QP moves the MADs below asked for (cma_qpjob.c) */
+		cma_qpj_run_locked(NULL);
 		timer_arm(engines_expiry());
 		pthread_mutex_unlock(&g.lock);
 		n = epoll_wait(g.ep_fd, evs, MAX_POLL, -1);
@@ -705,11 +740,11 @@ CMA_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
 	pthread_mutex_lock(&g.lock);
 	if (cma_init_locked() < 0) {
 		int e = errno;
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		errno = e;
 		return NULL;
 	}
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	c = cma_chan_new(0);
 	return c ? &c->ch : NULL;
 }
@@ -746,11 +781,11 @@ CMA_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 		}
 		c->tail = NULL;
 		c->dead = 1;
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return;
 	}
 	cma_chan_free(c);
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 }
 
 /* ---- events -------------------------------------------------------------------- */
@@ -846,7 +881,12 @@ CMA_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma
 		return cma_fail(EINVAL);
 	pthread_mutex_lock(&g.lock);
 	for (;;) {
-		struct cma_event *e = c->head;
+		struct cma_event *e;
+
+		/* QP moves queued meanwhile (by this thread's receiving too)
+		 * may queue the awaited event */
+		cma_qpj_run_locked(NULL);
+		e = c->head;
 
 		if (e) {
 			c->head = e->next;
@@ -860,12 +900,12 @@ CMA_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma
 			if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->owner->backlog_used > 0)
 				e->owner->backlog_used--;
 			cma_chan_update(c);
-			pthread_mutex_unlock(&g.lock);
+			cma_unlock();
 			*event = &e->ev;
 			return 0;
 		}
 		if (fcntl(c->ch.fd, F_GETFL) & O_NONBLOCK) {
-			pthread_mutex_unlock(&g.lock);
+			cma_unlock();
 			return cma_fail(EAGAIN);
 		}
 		c->waiters++;
@@ -873,12 +913,12 @@ CMA_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma
 		c->waiters--;
 		if (c->dead) {
 			/* destroyed under us: never returns (see above) */
-			pthread_mutex_unlock(&g.lock);
+			cma_unlock();
 			for (;;)
 				pause();
 		}
 		if (perr) {
-			pthread_mutex_unlock(&g.lock);
+			cma_unlock();
 			return cma_fail(perr);
 		}
 	}
@@ -898,7 +938,7 @@ CMA_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
 	if (e->mc)
 		cma_mc_event_acked(e->mc);
 	pthread_cond_broadcast(&g.cond);
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	free(e);
 	return 0;
 }
@@ -913,12 +953,12 @@ int cma_post_event(struct rdma_cm_id *cm_id, enum rdma_cm_event_type t, int stat
 	pthread_mutex_lock(&g.lock);
 	e = cma_event_heap(id, t, status, 0);
 	if (!e) {
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(ENOMEM);
 	}
 	e->ev.param.arg = arg;
 	cma_event_queue(e);
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	return 0;
 }
 

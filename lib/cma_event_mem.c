@@ -159,6 +159,14 @@ struct cma_event *cma_event_use(struct cma_event **spare, struct cma_id *id,
 	return e;
 }
 
+void cma_event_return(struct cma_id *id, struct cma_event *e)
+{
+	if (!e)
+		return;
+	e->next = id->ev_rsv;
+	id->ev_rsv = e;
+}
+
 void cma_event_pdata(struct cma_event *e, const uint8_t *p, size_t len)
 {
 	if (len > e->pdata_cap)

@@ -48,9 +48,10 @@ struct cma_qp_own {
 struct cma_qp_ops {
 	/* the device's default PD (created on first use) */
 	struct ibv_pd *(*default_pd)(struct rdma_cm_id *id);
-	/* moves the fresh id->qp where the rdma_cm leaves it: INIT for
-	 * connected QPs, RTS for UD */
-	int (*init)(struct rdma_cm_id *id);
+	/* moves the fresh qp where the rdma_cm leaves it (INIT for connected
+	 * QPs, RTS for UD) and, once it is there, makes it the id's (id->qp):
+	 * until then no other thread can see it. Called without g.lock. */
+	int (*init)(struct rdma_cm_id *id, struct ibv_qp *qp);
 };
 int cma_qp_create(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr, int use_ex,
 		  struct cma_qp_own *own, const struct cma_qp_ops *ops);
@@ -232,6 +233,10 @@ struct cma_id {
 	struct cma_svc **svcs;
 	unsigned nsvcs;
 	int backlog, backlog_used;
+	/* QP jobs (cma_qpjob.c): queued or running, and whether one runs now */
+	unsigned qpjs;
+	int qpj_running;
+	int qp_creating;            /* rdma_create_qp in progress (without g.lock) */
 	/* resources the library created (destroyed by rdma_destroy_qp) */
 	struct cma_qp_own own;
 	/* rdma_create_ep (passive): what rdma_get_request puts on new ids */
@@ -279,6 +284,51 @@ struct cma_global {
 };
 extern struct cma_global g;
 
+/* ---- cma_qpjob.c: verbs calls on an id's QP without g.lock ------------------ */
+#define CMA_QPJ_STEPS 3
+enum cma_qpj_kind { QPJ_MODIFY, QPJ_ATTACH, QPJ_DETACH };
+struct cma_qp_step {
+	struct ibv_qp_attr attr;
+	int mask;
+};
+struct cma_qpj {
+	struct cma_qpj *next;
+	struct cma_id *id;          /* pinned while the job is queued or runs */
+	enum cma_qpj_kind kind;
+	unsigned nsteps;            /* QPJ_MODIFY: the transitions, in order */
+	struct cma_qp_step step[CMA_QPJ_STEPS];
+	union ibv_gid mgid;         /* QPJ_ATTACH / QPJ_DETACH */
+	uint16_t mlid;
+	struct cma_mc *mc;          /* the join it is for (QPJ_ATTACH) */
+	/* After the calls, g.lock held again: done(j), else j->ev is queued
+	 * (an event that must not come before the QP moved). done takes
+	 * ownership of j->ev and must re-check the id: anything may have
+	 * happened to it meanwhile but its freeing. */
+	void (*done)(struct cma_qpj *j);
+	struct cma_event *ev;
+	int err;                    /* 0, or the errno of the call that failed */
+	int no_qp;                  /* the id had no QP any more: nothing was called */
+	int finished, keep;         /* keep: cma_qpj_sync frees it */
+};
+struct cma_qpj *cma_qpj_new(struct cma_id *id, enum cma_qpj_kind kind);
+/* Appends the transition to target with the id's attributes now (the
+ * engine's connection, the id's port, P_Key, Q_Key). 0, or -1/errno. */
+int cma_qpj_add_step(struct cma_qpj *j, enum ibv_qp_state target);
+void cma_qpj_queue(struct cma_qpj *j);          /* runs at the next cma_unlock */
+/* Queues j and runs it in this thread (g.lock dropped meanwhile); frees j
+ * and returns its errno-style result. */
+int cma_qpj_sync(struct cma_qpj *j);
+/* Runs the queued jobs (only's, or every id's when NULL) that may start. */
+void cma_qpj_run_locked(struct cma_id *only);
+/* Before any wait on g.cond: runs every job that may start. */
+void cma_qpj_before_wait(void);
+/* Until the id has no job queued or running (g.lock held; dropped while
+ * waiting): before its QP or the id itself goes. */
+void cma_qpj_wait(struct cma_id *id);
+/* The id's QP (if any) to ERROR after whatever is queued for it, then
+ * `after` (may be NULL) is queued. */
+void cma_qp_to_err(struct cma_id *id, struct cma_event *after);
+
 /* ---- cma_mode.c: in-process or daemon mode ---------------------------------- */
 /* 1 when this process talks to uscmd (lib/cmc_*.c serve every call), 0
  * when the CM runs in this process. Decided once, at the first call:
@@ -315,6 +365,11 @@ int cma_accept_prepare(struct rdma_cm_id *cm_id, const struct rdma_conn_param *p
 
 /* ---- cma_core.c ------------------------------------------------------------ */
 int cma_init_locked(void);        /* 0, or -1 with errno (ENODEV: no device) */
+/* Leaves g.lock; first runs what was left for after it (QP jobs, cma_qpjob.c).
+ * errno is kept. Every exit from the library lock goes through it. */
+void cma_unlock(void);
+/* The device's default PD, allocated on first use (g.lock not held). */
+struct ibv_pd *cma_dev_pd(struct cma_dev *d);
 cmp_time cma_now(void);
 uint64_t cma_random(void);
 void cma_kick(void);
@@ -368,6 +423,10 @@ struct cma_event *cma_event_new(struct cma_id *id, enum rdma_cm_event_type t, in
  * a multicast join's, an addrinfo request's), else as cma_event_new. */
 struct cma_event *cma_event_use(struct cma_event **spare, struct cma_id *id,
 				enum rdma_cm_event_type t, int status);
+/* An event taken for a completion that did not come to pass (the id's
+ * connection ended while its QP moved, cma_qpjob.c) goes back to the
+ * id's reserve, for the completion that comes instead. */
+void cma_event_return(struct cma_id *id, struct cma_event *e);
 /* Private data into e (cut to its capacity). */
 void cma_event_pdata(struct cma_event *e, const uint8_t *p, size_t len);
 
@@ -398,7 +457,8 @@ void cma_route_forget(struct cma_id *id); /* stop waiting for an SA answer */
 struct cma_id *cma_id_alloc_locked(struct cma_chan *c, void *context, enum rdma_port_space ps,
 				   enum ibv_qp_type qpt);
 void cma_id_free_locked(struct cma_id *id);
-void cma_qp_to_err(struct cma_id *id);
+/* rdma_init_qp_attr's attributes for a transition of the id's QP (g.lock held). */
+int cma_id_qp_attr(struct cma_id *id, enum ibv_qp_state target, struct ibv_qp_attr *a, int *mask);
 void cma_listen_release(struct cma_id *id);
 int cma_ip_family(const struct cma_id *id);
 /* A request (REQ or SIDR_REQ) that reached a listener: the addresses of

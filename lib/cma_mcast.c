@@ -418,13 +418,13 @@ CMA_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *cm_id,
 	/* As the kernel: a UD id bound to a device, not yet further along. */
 	if (!id->port || (id->state != ST_BOUND && id->state != ST_ADDR_RESOLVED) ||
 	    id->id.qp_type != IBV_QPT_UD) {
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(EINVAL);
 	}
 	m = calloc(1, sizeof(*m));
 	if (!m || !(m->ev = cma_event_alloc(0))) {
 		free(m);
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(ENOMEM);
 	}
 	m->id = id;
@@ -438,7 +438,7 @@ CMA_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *cm_id,
 	if (cma_mc_mgid(id, id->port, attr->addr, m->mgid) < 0) {
 		int e = errno;
 		mc_free(m);
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(e);
 	}
 	m->next = id->mcs;
@@ -448,10 +448,10 @@ CMA_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *cm_id,
 		int e = errno;
 		id->mcs = m->next;
 		mc_free(m);
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(e);
 	}
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	/* A synchronous id waits for MULTICAST_JOIN (an error is errno). */
 	return cma_sync_wait(id);
 }
@@ -522,7 +522,7 @@ CMA_EXPORT int rdma_leave_multicast(struct rdma_cm_id *cm_id, struct sockaddr *a
 		if (!memcmp(&m->addr, addr, (size_t)len))
 			break;
 	if (!m) {
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(EADDRNOTAVAIL);
 	}
 	*pp = m->next;
@@ -530,9 +530,11 @@ CMA_EXPORT int rdma_leave_multicast(struct rdma_cm_id *cm_id, struct sockaddr *a
 	grp_remove(m);
 	mc_purge(m);
 	/* As librdmacm: its events handed out must be acked first. */
-	while (m->events_out)
+	while (m->events_out) {
+		cma_qpj_before_wait();
 		pthread_cond_wait(&g.cond, &g.lock);
-	pthread_mutex_unlock(&g.lock);
+	}
+	cma_unlock();
 	mc_free(m);
 	return 0;
 }

@@ -180,7 +180,7 @@ CMA_EXPORT struct ibv_context **rdma_get_devices(int *num_devices)
 			errno = ENOMEM;
 		}
 	}
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	if (num_devices)
 		*num_devices = n;
 	return list;
@@ -287,7 +287,7 @@ static void *ai_thread(void *arg)
 						 : RDMA_CM_EVENT_ADDRINFO_RESOLVED,
 					      rc ? -e : 0));
 	}
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	rdma_freeaddrinfo(res);
 	ai_req_free(r);
 	return NULL;
@@ -343,7 +343,7 @@ CMA_EXPORT int rdma_resolve_addrinfo(struct rdma_cm_id *cm_id, const char *node,
 	}
 	pthread_mutex_lock(&g.lock);
 	if (id->ai_req) {
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		ai_req_free(r);
 		return cma_fail(EBUSY);
 	}
@@ -355,12 +355,12 @@ CMA_EXPORT int rdma_resolve_addrinfo(struct rdma_cm_id *cm_id, const char *node,
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc) {
 		id->ai_req = NULL;
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		ai_req_free(r);
 		return cma_fail(rc);
 	}
 	pthread_detach(t);
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	return cma_sync_wait(id);
 }
 
@@ -375,11 +375,11 @@ CMA_EXPORT int rdma_query_addrinfo(struct rdma_cm_id *cm_id, struct rdma_addrinf
 		return cma_fail(EINVAL);
 	pthread_mutex_lock(&g.lock);
 	if (!id->ai) {
-		pthread_mutex_unlock(&g.lock);
+		cma_unlock();
 		return cma_fail(ENOENT); /* nothing resolved (yet) */
 	}
 	c = ai_dup(id->ai);
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	if (!c)
 		return -1;
 	*info = c;

@@ -4,7 +4,8 @@
  * own libibverbs context. What differs — how the fresh QP is moved where
  * the rdma_cm leaves it (in-process: attributes from this process's engine;
  * daemon mode: from uscmd), and where the device's default PD is kept —
- * comes in struct cma_qp_ops.
+ * comes in struct cma_qp_ops. Called without the library lock: every
+ * verbs call here is a system call on hardware.
  */
 #include <errno.h>
 #include <string.h>
@@ -112,11 +113,9 @@ int cma_qp_create(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr, int u
 	}
 	if (!qp)
 		goto fail;
-	id->qp = qp;
-	if (ops->init(id) < 0) {
+	if (ops->init(id, qp) < 0) { /* sets id->qp once the QP is ready */
 		e = errno;
 		ibv_destroy_qp(qp);
-		id->qp = NULL;
 		errno = e;
 		goto fail;
 	}

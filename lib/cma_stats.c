@@ -62,7 +62,7 @@ CMA_EXPORT int uscm_get_stats(struct uscm_stats *out, size_t size)
 	}
 	pthread_mutex_lock(&g.lock);
 	sum_locked(&s);
-	pthread_mutex_unlock(&g.lock);
+	cma_unlock();
 	if (size > sizeof(s)) {
 		memset((char *)out + sizeof(s), 0, size - sizeof(s));
 		size = sizeof(s);
@@ -118,7 +118,7 @@ static void stats_at_exit(void)
 		locked = cma_lock_at_exit(100);
 		sum_locked(&s);
 		if (locked)
-			pthread_mutex_unlock(&g.lock);
+			cma_unlock();
 	}
 	if (!strcmp(where, "stderr") || !strcmp(where, "1")) {
 		print_stats(stderr, &s);

@@ -12,7 +12,8 @@
 #include "lib/cmc.h"
 #include "lib/cmc_int.h"
 
-int cmc_modify(struct cmc_id *id, enum ibv_qp_state target)
+/* qp to target with the daemon's attributes for the id. */
+static int modify_qp(struct cmc_id *id, struct ibv_qp *qp, enum ibv_qp_state target)
 {
 	struct ibv_qp_attr a;
 	int mask, rc;
@@ -21,10 +22,15 @@ int cmc_modify(struct cmc_id *id, enum ibv_qp_state target)
 	a.qp_state = target;
 	if (cmc_init_qp_attr(&id->id, &a, &mask) < 0)
 		return -1;
-	rc = ibv_modify_qp(id->id.qp, &a, mask);
+	rc = ibv_modify_qp(qp, &a, mask);
 	if (rc)
 		return cma_fail(rc > 0 ? rc : EINVAL);
 	return 0;
+}
+
+int cmc_modify(struct cmc_id *id, enum ibv_qp_state target)
+{
+	return modify_qp(id, id->id.qp, target);
 }
 
 int cmc_modify_with(struct cmc_id *id, const struct usp_qp_attrs *qa)
@@ -54,41 +60,34 @@ void cmc_qp_to_err(struct cmc_id *id)
 	cma_qp_to_error(id->id.qp);
 }
 
+/* The devices are g.devs (cmc_verbs_of opened them); they never change
+ * once opened, so the search needs no lock. */
 static struct ibv_pd *default_pd(struct cmc_id *id)
 {
-	struct ibv_pd *pd = NULL;
-
-	pthread_mutex_lock(&g.lock);
 	for (int i = 0; i < g.ndevs; i++)
-		if (g.devs[i].verbs == id->id.verbs) {
-			if (!g.devs[i].pd)
-				g.devs[i].pd = ibv_alloc_pd(g.devs[i].verbs);
-			pd = g.devs[i].pd;
-			break;
-		}
-	pthread_mutex_unlock(&g.lock);
-	return pd;
+		if (g.devs[i].verbs == id->id.verbs)
+			return cma_dev_pd(&g.devs[i]);
+	return NULL;
 }
 
 /* A fresh QP goes where the rdma_cm leaves it: INIT for connected QPs,
- * RTS for UD. */
-static int init_new_qp(struct cmc_id *id)
+ * RTS for UD; then it is the id's. */
+static int init_new_qp(struct cmc_id *id, struct ibv_qp *qp)
 {
 	if (id->id.qp_type != IBV_QPT_UD && id->req_qp.valid && !id->req_qp.s[0].err) {
 		/* a new id of a connection request: its event carried the INIT
 		 * attributes (no round trip to the daemon) */
 		struct ibv_qp_attr a = id->req_qp.s[0].attr;
-		int rc = ibv_modify_qp(id->id.qp, &a, id->req_qp.s[0].mask);
+		int rc = ibv_modify_qp(qp, &a, id->req_qp.s[0].mask);
 
 		if (rc)
 			return cma_fail(rc > 0 ? rc : EINVAL);
-		return 0;
+	} else if (modify_qp(id, qp, IBV_QPS_INIT) < 0 ||
+		   (id->id.qp_type == IBV_QPT_UD &&
+		    (modify_qp(id, qp, IBV_QPS_RTR) < 0 || modify_qp(id, qp, IBV_QPS_RTS) < 0))) {
+		return -1;
 	}
-	if (cmc_modify(id, IBV_QPS_INIT) < 0)
-		return -1;
-	if (id->id.qp_type == IBV_QPT_UD &&
-	    (cmc_modify(id, IBV_QPS_RTR) < 0 || cmc_modify(id, IBV_QPS_RTS) < 0))
-		return -1;
+	id->id.qp = qp;
 	return 0;
 }
 
@@ -97,9 +96,9 @@ static struct ibv_pd *ops_default_pd(struct rdma_cm_id *cm_id)
 	return default_pd(cmc_id_of(cm_id));
 }
 
-static int ops_init(struct rdma_cm_id *cm_id)
+static int ops_init(struct rdma_cm_id *cm_id, struct ibv_qp *qp)
 {
-	return init_new_qp(cmc_id_of(cm_id));
+	return init_new_qp(cmc_id_of(cm_id), qp);
 }
 
 static const struct cma_qp_ops qp_ops = { ops_default_pd, ops_init };
