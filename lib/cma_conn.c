@@ -473,6 +473,7 @@ CMA_EXPORT void rdma_destroy_qp(struct rdma_cm_id *cm_id)
 		return;
 	pthread_mutex_lock(&g.lock);
 	if (id->id.qp) {
+		cma_qpj_wait(id); /* attaches in flight too */
 		cma_mc_detach_qp(id);
 		/* every call on the QP (the detaches too) done before it goes */
 		cma_qpj_wait(id);

@@ -137,7 +137,7 @@ struct cma_svc {
 };
 
 /* One rdma_join_multicast of an id. */
-enum cma_mc_state { MC_PENDING, MC_JOINED, MC_FAILED };
+enum cma_mc_state { MC_PENDING, MC_ATTACHING, MC_JOINED, MC_FAILED };
 
 struct cma_mc {
 	struct cma_mc *next;        /* id->mcs */
@@ -154,6 +154,8 @@ struct cma_mc {
 	struct cma_mc *gnext;       /* grp->members */
 	unsigned events_out;        /* MULTICAST_* events handed out, not acked */
 	struct cma_event *ev;       /* its JOIN / ERROR event, reserved at the join */
+	unsigned jobs;              /* its QP attach in flight (cma_qpjob.c): pinned */
+	int leaving;                /* rdma_leave_multicast / rdma_destroy_id took it */
 };
 
 /* An IB multicast group as this process's port sees it: the JoinState the

@@ -113,14 +113,15 @@ static void mc_free(struct cma_mc *m)
 	free(m);
 }
 
-static void mc_event(struct cma_mc *m, enum rdma_cm_event_type t, int status,
-		     const struct ibv_ah_attr *ah, uint32_t qkey)
+/* The join's event (not queued yet). */
+static struct cma_event *mc_event(struct cma_mc *m, enum rdma_cm_event_type t, int status,
+				   const struct ibv_ah_attr *ah, uint32_t qkey)
 {
 	/* The join reserved it (one event per join: JOIN or ERROR). */
 	struct cma_event *e = cma_event_use(&m->ev, m->id, t, status);
 
 	if (!e)
-		return;
+		return NULL;
 	e->mc = m;
 	if (ah) {
 		e->ev.param.ud.ah_attr = *ah;
@@ -130,20 +131,61 @@ static void mc_event(struct cma_mc *m, enum rdma_cm_event_type t, int status,
 	/* librdmacm hands the join's context back here. */
 	e->ev.param.ud.private_data = m->context;
 	e->ev.param.ud.private_data_len = 0;
-	cma_event_queue(e);
+	return e;
+}
+
+/* An event the join took and does not send goes back to it: its
+ * reservation, for the event that comes instead (or mc_free). */
+static void mc_event_back(struct cma_mc *m, struct cma_event *e)
+{
+	if (!m->ev)
+		m->ev = e;
+	else
+		free(e);
 }
 
 static void mc_failed(struct cma_mc *m, int status)
 {
 	m->state = MC_FAILED;
-	mc_event(m, RDMA_CM_EVENT_MULTICAST_ERROR, status, NULL, 0);
+	cma_event_queue(mc_event(m, RDMA_CM_EVENT_MULTICAST_ERROR, status, NULL, 0));
 }
 
-/* The group is joined for m: check the Q_Key, attach the QP, tell the
- * user. */
+static void grp_settle(struct cma_mcg *grp);
+
+/* The QP's attach (a job: g.lock was dropped for it) is done: MULTICAST_JOIN,
+ * or the join failed. Unless the join was left meanwhile (leave, destroy:
+ * they waited for this; no event then, and the QP stays attached until
+ * rdma_leave_multicast detaches it or the QP goes). */
+static void mc_attached(struct cma_qpj *j)
+{
+	struct cma_mc *m = j->mc;
+	struct cma_event *e = j->ev;
+
+	j->ev = NULL;
+	m->jobs--;
+	m->attached = !j->err && !j->no_qp;
+	if (m->leaving || m->id->destroying) {
+		mc_event_back(m, e);
+		return;
+	}
+	if (j->err) {
+		mc_event_back(m, e);
+		mc_failed(m, -j->err);
+	} else {
+		m->state = MC_JOINED;
+		cma_event_queue(e);
+	}
+	if (m->grp)
+		grp_settle(m->grp); /* a failed member changes what the group needs */
+}
+
+/* The group is joined for m: check the Q_Key, attach the QP (a job, with
+ * g.lock dropped: mc_attached follows), tell the user. */
 static void mc_joined(struct cma_mc *m, const struct ibv_ah_attr *ah, uint32_t qkey)
 {
 	struct cma_id *id = m->id;
+	struct cma_event *e;
+	struct cma_qpj *j;
 
 	/* As the kernel's cma_set_qkey: the id keeps one Q_Key. */
 	if (!qkey || (id->qkey && id->qkey != qkey)) {
@@ -153,20 +195,25 @@ static void mc_joined(struct cma_mc *m, const struct ibv_ah_attr *ah, uint32_t q
 	id->qkey = qkey;
 	memcpy(m->mgid, ah->grh.dgid.raw, 16);
 	m->mlid = ah->dlid;
-	if (id->id.qp && m->join_flags != RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER) {
-		union ibv_gid gid;
-		int rc;
-
-		memcpy(gid.raw, m->mgid, 16);
-		rc = ibv_attach_mcast(id->id.qp, &gid, m->mlid);
-		if (rc) {
-			mc_failed(m, -(rc > 0 ? rc : errno ? errno : EINVAL));
-			return;
-		}
-		m->attached = 1;
+	e = mc_event(m, RDMA_CM_EVENT_MULTICAST_JOIN, 0, ah, qkey);
+	if (!id->id.qp || m->join_flags == RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER) {
+		m->state = MC_JOINED;
+		cma_event_queue(e);
+		return;
 	}
-	m->state = MC_JOINED;
-	mc_event(m, RDMA_CM_EVENT_MULTICAST_JOIN, 0, ah, qkey);
+	if (!(j = cma_qpj_new(id, QPJ_ATTACH))) {
+		mc_event_back(m, e);
+		mc_failed(m, -ENOMEM);
+		return;
+	}
+	memcpy(j->mgid.raw, m->mgid, 16);
+	j->mlid = m->mlid;
+	j->mc = m;
+	j->ev = e;
+	j->done = mc_attached;
+	m->jobs++;
+	m->state = MC_ATTACHING;
+	cma_qpj_queue(j);
 }
 
 /* ---- InfiniBand: the SA ---------------------------------------------------------------- */
@@ -202,8 +249,6 @@ static void mcm_req(const struct cma_mcg *grp, const struct cma_id *id, uint8_t 
 	req->timeout_ms = sa_mcm_timeout_ms();
 	req->retries = 3;
 }
-
-static void grp_settle(struct cma_mcg *grp);
 
 static void grp_answer(void *ctx, int status, const struct um_sa_mcm_rec *rec)
 {
@@ -469,15 +514,19 @@ CMA_EXPORT int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr,
 	return rdma_join_multicast_ex(id, &attr, context);
 }
 
+/* Queues the QP's detach (a job: with g.lock dropped). */
 static void mc_detach(struct cma_mc *m)
 {
-	union ibv_gid gid;
+	struct cma_qpj *j;
 
 	if (!m->attached || !m->id->id.qp)
 		return;
-	memcpy(gid.raw, m->mgid, 16);
-	ibv_detach_mcast(m->id->id.qp, &gid, m->mlid);
 	m->attached = 0;
+	if (!(j = cma_qpj_new(m->id, QPJ_DETACH)))
+		return; /* out of memory: attached until the QP goes */
+	memcpy(j->mgid.raw, m->mgid, 16);
+	j->mlid = m->mlid;
+	cma_qpj_queue(j);
 }
 
 /* Drops m's undelivered events. */
@@ -526,7 +575,10 @@ CMA_EXPORT int rdma_leave_multicast(struct rdma_cm_id *cm_id, struct sockaddr *a
 		return cma_fail(EADDRNOTAVAIL);
 	}
 	*pp = m->next;
+	m->leaving = 1;
+	cma_qpj_wait(id); /* an attach in flight, then the detach */
 	mc_detach(m);
+	cma_qpj_wait(id);
 	grp_remove(m);
 	mc_purge(m);
 	/* As librdmacm: its events handed out must be acked first. */
@@ -544,10 +596,12 @@ void cma_mc_leave_all(struct cma_id *id)
 	for (struct cma_mc **pp = &id->mcs; *pp;) {
 		struct cma_mc *m = *pp;
 
+		m->leaving = 1;
 		grp_remove(m);
 		mc_purge(m);
-		if (m->events_out) {
-			/* freed once acked (rdma_destroy_id waits for that) */
+		if (m->events_out || m->jobs) {
+			/* freed once acked and its attach is done (rdma_destroy_id
+			 * waits for both) */
 			pp = &m->next;
 			continue;
 		}
