@@ -266,7 +266,7 @@ static struct cma_port *first_active_port(void)
 {
 	for (int d = 0; d < g.ndevs; d++)
 		for (int i = 0; i < g.devs[d].nports; i++) {
-			cma_port_refresh(&g.devs[d].ports[i]);
+			cma_port_refresh(&g.devs[d].ports[i], 1);
 			if (port_active(&g.devs[d].ports[i]))
 				return &g.devs[d].ports[i];
 		}
@@ -588,7 +588,7 @@ static struct cma_port *route_port(const uint8_t dgid[16], int *gid_index)
 		for (int i = 0; i < g.devs[d].nports; i++) {
 			struct cma_port *q = &g.devs[d].ports[i];
 
-			cma_port_refresh(q);
+			cma_port_refresh(q, 1);
 			if (!port_active(q))
 				continue;
 			if (!q->roce && q->ngids && !memcmp(q->gids[0].raw, dgid, 8)) {
@@ -791,6 +791,7 @@ struct path_key {
 struct pathq {
 	struct pathq *next;
 	struct path_key k;
+	unsigned gen;               /* the port's path_gen when it was sent */
 	struct cma_id **waiters;
 	unsigned n, cap;
 };
@@ -813,6 +814,7 @@ static int key_eq(const struct path_key *a, const struct path_key *b)
 
 void cma_path_cache_flush_port(struct cma_port *p)
 {
+	p->path_gen++; /* a query in flight answers for the old port */
 	for (struct pcache **pp = &pcaches; *pp;) {
 		if ((*pp)->k.port == p) {
 			struct pcache *c = *pp;
@@ -900,9 +902,10 @@ static void sa_answer(void *ctx, int status, const struct um_sa_path_rec *pr)
 		}
 	if (!status) {
 		path_from_sa(q->k.port, pr, &path);
-		cache_put(&q->k, &path);
-	} else if (status == -ETIMEDOUT && q->k.port->um) {
-		um_port_refresh(q->k.port->um); /* the SM may have moved */
+		if (q->gen == q->k.port->path_gen)
+			cache_put(&q->k, &path);
+	} else if (status == -ETIMEDOUT) {
+		cma_tx_port_info(q->k.port); /* the SM may have moved */
 	}
 	for (unsigned i = 0; i < q->n; i++) {
 		struct cma_id *id = q->waiters[i];
@@ -979,6 +982,15 @@ CMA_EXPORT int rdma_resolve_route(struct rdma_cm_id *cm_id, int timeout_ms)
 		return cma_fail(ENOMEM);
 	}
 	p = id->port;
+	if (!p->roce) {
+		/* A new LID, SM LID or port state flushes the port's cached
+		 * paths (cma_port.c): one ibv_query_port, without the lock. */
+		cma_port_refresh(p, 0);
+		if (id->state != ST_ADDR_RESOLVED || id->port != p) {
+			cma_unlock();
+			return cma_fail(EINVAL);
+		}
+	}
 	if (p->roce) {
 		roce_path(id);
 		cma_route_done(id, 0);
@@ -1013,7 +1025,7 @@ CMA_EXPORT int rdma_resolve_route(struct rdma_cm_id *cm_id, int timeout_ms)
 		return cma_fail(e);
 	}
 	for (q = pathqs; q; q = q->next)
-		if (key_eq(&q->k, &k))
+		if (key_eq(&q->k, &k) && q->gen == p->path_gen)
 			break;
 	if (!q) {
 		struct um_sa_path_req req;
@@ -1025,6 +1037,7 @@ CMA_EXPORT int rdma_resolve_route(struct rdma_cm_id *cm_id, int timeout_ms)
 			return cma_fail(ENOMEM);
 		}
 		q->k = k;
+		q->gen = p->path_gen;
 		memset(&req, 0, sizeof(req));
 		memcpy(req.sgid, k.sgid, 16);
 		memcpy(req.dgid, k.dgid, 16);

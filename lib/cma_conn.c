@@ -171,7 +171,7 @@ CMA_EXPORT int rdma_destroy_id(struct rdma_cm_id *cm_id)
 		cma_qpj_wait(id);
 		if (!id->events_out)
 			break;
-		cma_qpj_before_wait();
+		cma_deferred_run();
 		pthread_cond_wait(&g.cond, &g.lock);
 	}
 	cma_id_free_locked(id);

@@ -70,47 +70,6 @@ static long env_long(const char *name, long dflt)
 
 /* ---- devices and ports ------------------------------------------------------- */
 
-void cma_port_refresh(struct cma_port *p)
-{
-	struct ibv_context *v = p->dev->verbs;
-	int n;
-
-	if (ibv_query_port(v, p->port_num, &p->attr))
-		return;
-	p->roce = p->attr.link_layer == IBV_LINK_LAYER_ETHERNET;
-	n = p->attr.gid_tbl_len > 0 ? p->attr.gid_tbl_len : 1;
-	if (n > 256)
-		n = 256;
-	if (n != p->ngids) {
-		union ibv_gid *ng = realloc(p->gids, (size_t)n * sizeof(*ng));
-		if (!ng)
-			return;
-		p->gids = ng;
-		p->ngids = n;
-	}
-	for (int i = 0; i < p->ngids; i++)
-		if (ibv_query_gid(v, p->port_num, i, &p->gids[i]))
-			memset(&p->gids[i], 0, sizeof(p->gids[i]));
-	n = p->attr.pkey_tbl_len > 0 ? p->attr.pkey_tbl_len : 1;
-	if (n > 128)
-		n = 128;
-	if (n != p->npkeys) {
-		uint16_t *np = realloc(p->pkeys, (size_t)n * sizeof(*np));
-		if (!np)
-			return;
-		p->pkeys = np;
-		p->npkeys = n;
-	}
-	for (int i = 0; i < p->npkeys; i++) {
-		__be16 k;
-		if (ibv_query_pkey(v, p->port_num, i, &k))
-			k = i ? 0 : htobe16(0xFFFF);
-		p->pkeys[i] = be16toh(k);
-	}
-	if (p->um) /* USCM_PCAP frames MADs with these */
-		um_port_set_tables(p->um, (const uint8_t *)p->gids, p->ngids, p->pkeys, p->npkeys);
-}
-
 static int open_devices(void)
 {
 	struct ibv_device **list;
@@ -150,7 +109,8 @@ static int open_devices(void)
 		for (int pn = 0; pn < d->nports; pn++) {
 			d->ports[pn].dev = d;
 			d->ports[pn].port_num = (uint8_t)(pn + 1);
-			cma_port_refresh(&d->ports[pn]);
+			pthread_mutex_init(&d->ports[pn].rx_lock, NULL);
+			cma_port_init_locked(&d->ports[pn]);
 		}
 		g.ndevs++;
 	}
@@ -236,11 +196,19 @@ int cma_init_locked(void)
 	return 0;
 }
 
+void cma_deferred_run(void)
+{
+	/* a job's end may send (the RTU) and a failed send may end a query
+	 * whose callback queues a job (a multicast attach): until quiet */
+	while (cma_qpj_run_locked(NULL) | cma_tx_run_locked())
+		;
+}
+
 void cma_unlock(void)
 {
 	int e = errno;
 
-	cma_qpj_run_locked(NULL);
+	cma_deferred_run();
 	pthread_mutex_unlock(&g.lock);
 	errno = e;
 }
@@ -289,8 +257,8 @@ struct cma_port *cma_port_of_gid(const uint8_t gid[16], int *gid_index)
 				struct cma_port *p = &g.devs[d].ports[i];
 				int idx;
 
-				if (pass)
-					cma_port_refresh(p); /* the table may have changed */
+				if (pass) /* the table may have changed */
+					cma_port_refresh(p, 1);
 				idx = cma_port_gid_index(p, gid);
 				if (idx >= 0) {
 					if (gid_index)
@@ -385,8 +353,9 @@ void cma_port_flush(struct cma_port *p)
 		more = 0;
 		while (cmp_engine_poll_tx(p->eng, &tx)) {
 			more = 1;
-			if (um_port_send_cm(p->um, &tx.dst, tx.mad) < 0 && getenv("USCM_DEBUG"))
-				fprintf(stderr, "uscm: %s:%u: MAD send failed: %s\n", p->dev->name,
+			/* sent once g.lock is released (cma_tx.c) */
+			if (cma_tx_cm(p, &tx.dst, tx.mad) < 0 && getenv("USCM_DEBUG"))
+				fprintf(stderr, "uscm: %s:%u: MAD dropped: %s\n", p->dev->name,
 					p->port_num, strerror(errno));
 		}
 		while (cmp_engine_poll_event(p->eng, &ev)) {
@@ -396,12 +365,25 @@ void cma_port_flush(struct cma_port *p)
 	} while (more);
 }
 
-static void progress_rx(struct cma_port *p)
+/*
+ * Receives what port p has and handles it: called WITHOUT g.lock. umad_recv
+ * is a system call, so it runs under the port's rx_lock only (one receiver
+ * at a time: the umad port's receive buffer is one, and MADs are handled in
+ * the order they came); each MAD is then handled under g.lock. Lock order:
+ * rx_lock, then g.lock — never the other way round. What the handling
+ * queued (MADs, QP jobs) is left to the caller's next cma_unlock / loop,
+ * after rx_lock is released (cma_tx takes rx_lock for port-info changes).
+ * 1 when a MAD came.
+ */
+static int port_rx(struct cma_port *p)
 {
 	struct um_rx rx;
-	int r;
+	int got = 0;
 
-	while ((r = um_port_recv(p->um, &rx)) == 1) {
+	pthread_mutex_lock(&p->rx_lock);
+	while (um_port_recv(p->um, &rx) == 1) {
+		got = 1;
+		pthread_mutex_lock(&g.lock);
 		if (rx.agent == UM_AGENT_CM) {
 			if (!rx.status)
 				cmp_engine_recv(p->eng, &rx.src, rx.mad, rx.len, cma_now());
@@ -409,7 +391,23 @@ static void progress_rx(struct cma_port *p)
 			um_sa_client_handle(p->sa, &rx);
 		}
 		cma_port_flush(p);
+		pthread_mutex_unlock(&g.lock);
 	}
+	pthread_mutex_unlock(&p->rx_lock);
+	return got;
+}
+
+/* The open port whose umad fd is fd (g.lock held), or NULL. */
+static struct cma_port *port_of_fd(int fd)
+{
+	for (int d = 0; d < g.ndevs; d++)
+		for (int i = 0; i < g.devs[d].nports; i++) {
+			struct cma_port *p = &g.devs[d].ports[i];
+
+			if (p->eng && um_port_fd(p->um) == fd)
+				return p;
+		}
+	return NULL;
 }
 
 int cma_chan_pending(struct rdma_event_channel *channel)
@@ -442,20 +440,16 @@ int cma_rx_fds(int *fds, int max)
 
 void cma_rx_fd(int fd)
 {
-	int got = 0;
+	struct cma_port *p;
 
 	pthread_mutex_lock(&g.lock);
-	for (int d = 0; d < g.ndevs; d++)
-		for (int i = 0; i < g.devs[d].nports; i++) {
-			struct cma_port *p = &g.devs[d].ports[i];
-
-			if (p->eng && um_port_fd(p->um) == fd) {
-				progress_rx(p);
-				got = 1;
-			}
-		}
-	if (got)
-		cma_kick_timers();
+	p = port_of_fd(fd);
+	pthread_mutex_unlock(&g.lock);
+	if (!p)
+		return;
+	port_rx(p);
+	pthread_mutex_lock(&g.lock);
+	cma_kick_timers();
 	cma_unlock();
 }
 
@@ -483,6 +477,7 @@ static int wait_progress_busy; /* a waiter polls the umad fds */
 static int cma_wait_event(struct cma_chan *c)
 {
 	struct pollfd fds[MAX_POLL];
+	struct cma_port *who[MAX_POLL];
 	int n = 0, prc, perr, mine, got = 0;
 
 	if (wait_progress_off < 0) {
@@ -496,6 +491,8 @@ static int cma_wait_event(struct cma_chan *c)
 	for (int d = 0; d < g.ndevs && mine; d++)
 		for (int i = 0; i < g.devs[d].nports && n < MAX_POLL; i++)
 			if (g.devs[d].ports[i].eng) {
+				/* an open port stays open: safe to use unlocked */
+				who[n] = &g.devs[d].ports[i];
 				fds[n].fd = um_port_fd(g.devs[d].ports[i].um);
 				fds[n++].events = POLLIN;
 				if (!g.rx_external)
@@ -504,23 +501,12 @@ static int cma_wait_event(struct cma_chan *c)
 	pthread_mutex_unlock(&g.lock);
 	prc = poll(fds, (nfds_t)n, -1);
 	perr = errno;
+	for (int k = 1; k < n && prc > 0; k++)
+		if (fds[k].revents & (POLLIN | POLLERR))
+			got |= port_rx(who[k]);
 	pthread_mutex_lock(&g.lock);
 	if (mine)
 		wait_progress_busy = 0;
-	for (int k = 1; k < n && prc > 0 && !c->dead; k++) {
-		if (!(fds[k].revents & (POLLIN | POLLERR)))
-			continue;
-		got = 1;
-		/* Found again by fd: nothing is assumed about what changed
-		 * while the lock was released. */
-		for (int d = 0; d < g.ndevs; d++)
-			for (int i = 0; i < g.devs[d].nports; i++) {
-				struct cma_port *p = &g.devs[d].ports[i];
-
-				if (p->eng && um_port_fd(p->um) == fds[k].fd)
-					progress_rx(p);
-			}
-	}
 	/* The umad fds back to the progress thread, once what woke us is
 	 * received (level-triggered: re-enabled before, the MAD would wake it
 	 * too; one that arrives later wakes it, as it should). */
@@ -552,8 +538,8 @@ static void *progress_main(void *arg)
 		cmp_time now;
 		int n;
 
-		/* the QP moves the MADs below asked for (cma_qpjob.c) */
-		cma_qpj_run_locked(NULL);
+		/* the QP moves and MADs what came below asked for */
+		cma_deferred_run();
 		timer_arm(engines_expiry());
 		pthread_mutex_unlock(&g.lock);
 		n = epoll_wait(g.ep_fd, evs, MAX_POLL, -1);
@@ -565,6 +551,10 @@ static void *progress_main(void *arg)
 			}
 			n = 0;
 		}
+		/* receive first, without g.lock: port_rx takes it per MAD */
+		for (int i = 0; i < n; i++)
+			if (evs[i].data.ptr != &g.wake_fd && evs[i].data.ptr != &g.timer_fd)
+				port_rx(evs[i].data.ptr);
 		pthread_mutex_lock(&g.lock);
 		for (int i = 0; i < n; i++) {
 			uint64_t v;
@@ -578,8 +568,6 @@ static void *progress_main(void *arg)
 					/* re-armed meanwhile: not expired after all */
 				}
 				g.timer_armed = CMP_TIME_NEVER; /* one-shot: it has fired */
-			} else if (!g.rx_external) {
-				progress_rx(evs[i].data.ptr);
 			}
 		}
 		now = cma_now();
@@ -619,16 +607,32 @@ static int start_thread(void)
 	return 0;
 }
 
+/* The port's CM agent. Opening the umad port (umad_open_port,
+ * umad_register) is a handful of system calls: done with g.lock dropped,
+ * one opener at a time (the others wait for its result), so callers must
+ * not keep anything they read from shared state across this call. */
 int cma_port_open(struct cma_port *p)
 {
 	struct cmp_settings s;
+	struct um_port *um = NULL;
 	char err[256] = "";
+	int rc, e, roce = p->roce;
 
+	while (p->opening) {
+		cma_deferred_run();
+		pthread_cond_wait(&g.cond, &g.lock);
+	}
 	if (p->eng)
 		return 0;
-	if (um_port_open(p->dev->name, p->port_num, UM_OPEN_CM | (p->roce ? 0 : UM_OPEN_SA),
-			 &p->um, err, sizeof(err)) < 0) {
-		int e = errno;
+	p->opening = 1;
+	pthread_mutex_unlock(&g.lock);
+	rc = um_port_open(p->dev->name, p->port_num, UM_OPEN_CM | (roce ? 0 : UM_OPEN_SA), &um, err,
+			  sizeof(err));
+	e = errno;
+	pthread_mutex_lock(&g.lock);
+	p->opening = 0;
+	pthread_cond_broadcast(&g.cond);
+	if (rc < 0) {
 		/* Say it once per port: the cause rarely changes. */
 		if (p->open_errno != e || strcmp(p->open_err, err)) {
 			fprintf(stderr, "uscm: %s\n", err[0] ? err : strerror(e));
@@ -638,43 +642,40 @@ int cma_port_open(struct cma_port *p)
 		errno = e;
 		return -1;
 	}
-	um_port_set_tables(p->um, (const uint8_t *)p->gids, p->ngids, p->pkeys, p->npkeys);
 	s = g.settings;
 	s.local_ca_guid = p->dev->guid;
 	s.local_ca_ack_delay = p->dev->attr.local_ca_ack_delay;
 	s.seed = cma_random();
 	p->eng = cmp_engine_new(&s);
-	if (!p->eng) {
-		um_port_close(p->um);
-		p->um = NULL;
-		errno = ENOMEM;
-		return -1;
+	if (p->eng && !roce && !(p->sa = um_sa_client_new(um, (uint32_t)cma_random()))) {
+		cmp_engine_free(p->eng);
+		p->eng = NULL;
 	}
-	if (!p->roce) {
-		p->sa = um_sa_client_new(p->um, (uint32_t)cma_random());
-		if (!p->sa) {
-			cmp_engine_free(p->eng);
-			p->eng = NULL;
-			um_port_close(p->um);
-			p->um = NULL;
-			errno = ENOMEM;
-			return -1;
+	e = p->eng ? 0 : ENOMEM;
+	if (!e) {
+		/* before the fd is watched: the progress thread receives from
+		 * it without g.lock (port_rx) */
+		p->um = um;
+		/* the progress thread sees the new fd without being woken */
+		if ((!g.rx_external && ep_watch(um_port_fd(um), p, EPOLLIN) < 0) || start_thread() < 0) {
+			e = errno;
+			if (!g.rx_external)
+				epoll_ctl(g.ep_fd, EPOLL_CTL_DEL, um_port_fd(um), NULL);
 		}
 	}
-	/* the progress thread sees the new fd without being woken */
-	if ((!g.rx_external && ep_watch(um_port_fd(p->um), p, EPOLLIN) < 0) || start_thread() < 0) {
-		int e = errno;
-		if (!g.rx_external)
-			epoll_ctl(g.ep_fd, EPOLL_CTL_DEL, um_port_fd(p->um), NULL);
+	if (e) {
 		um_sa_client_free(p->sa);
 		p->sa = NULL;
 		cmp_engine_free(p->eng);
 		p->eng = NULL;
-		um_port_close(p->um);
 		p->um = NULL;
+		um_port_close(um); /* a failure path: the lock is kept for it */
 		errno = e;
 		return -1;
 	}
+	if (p->sa)
+		cma_tx_sa_attach(p); /* its queries leave after g.lock (cma_tx.c) */
+	cma_tx_tables(p);            /* USCM_PCAP frames MADs with them */
 	return 0;
 }
 
@@ -883,9 +884,9 @@ CMA_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma
 	for (;;) {
 		struct cma_event *e;
 
-		/* QP moves queued meanwhile (by this thread's receiving too)
-		 * may queue the awaited event */
-		cma_qpj_run_locked(NULL);
+		/* what this thread's receiving queued: the MADs it answers
+		 * with, the QP moves that may queue the awaited event */
+		cma_deferred_run();
 		e = c->head;
 
 		if (e) {
@@ -1077,5 +1078,6 @@ __attribute__((destructor)) static void cma_fini(void)
 		}
 	}
 	cma_mc_fini();
+	cma_tx_run_locked(); /* the goodbyes leave now (unless another thread sends) */
 	pthread_mutex_unlock(&g.lock);
 }

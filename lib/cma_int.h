@@ -77,16 +77,20 @@ struct cma_port {
 	struct cma_dev *dev;
 	uint8_t port_num;
 	struct ibv_port_attr attr;
+	int attr_read;              /* attr holds the device's answer (cma_port.c) */
 	int roce;
 	union ibv_gid *gids;
 	int ngids;
 	uint16_t *pkeys;            /* host order */
 	int npkeys;
 	/* CM agent, opened lazily by cma_port_open() */
+	int opening;                /* cma_port_open runs (without g.lock) */
+	pthread_mutex_t rx_lock;    /* one receiver of um at a time; before g.lock */
 	struct um_port *um;
 	struct cmp_engine *eng;
 	struct um_sa_client *sa;
 	struct cma_mcg *mcgs;       /* IB multicast groups joined through the SA */
+	unsigned path_gen;          /* bumped by cma_path_cache_flush_port */
 	int open_errno;             /* last failure, for the message */
 	char open_err[256];
 	/* REQs the engine passed up and the library refused (uscm_get_stats):
@@ -320,16 +324,28 @@ void cma_qpj_queue(struct cma_qpj *j);          /* runs at the next cma_unlock *
 /* Queues j and runs it in this thread (g.lock dropped meanwhile); frees j
  * and returns its errno-style result. */
 int cma_qpj_sync(struct cma_qpj *j);
-/* Runs the queued jobs (only's, or every id's when NULL) that may start. */
-void cma_qpj_run_locked(struct cma_id *only);
-/* Before any wait on g.cond: runs every job that may start. */
-void cma_qpj_before_wait(void);
+/* Runs the queued jobs (only's, or every id's when NULL) that may start;
+ * 1 when it ran any. */
+int cma_qpj_run_locked(struct cma_id *only);
 /* Until the id has no job queued or running (g.lock held; dropped while
  * waiting): before its QP or the id itself goes. */
 void cma_qpj_wait(struct cma_id *id);
 /* The id's QP (if any) to ERROR after whatever is queued for it, then
  * `after` (may be NULL) is queued. */
 void cma_qp_to_err(struct cma_id *id, struct cma_event *after);
+
+/* ---- cma_tx.c: MADs sent after g.lock is released ---------------------------- */
+/* Queue a CM MAD (cma_port_flush); 0 or -1/errno (lost, as on the wire). */
+int cma_tx_cm(struct cma_port *p, const struct cmp_addr *dst, const uint8_t mad[CMP_MAD_SIZE]);
+/* The port's SA client sends through the queue too. */
+void cma_tx_sa_attach(struct cma_port *p);
+/* Re-read the umad port's info (LID, SM LID), in order with the sends. */
+void cma_tx_port_info(struct cma_port *p);
+/* Give the umad port (USCM_PCAP) the port's GID / P_Key tables now. */
+void cma_tx_tables(struct cma_port *p);
+/* Sends the queue unless another thread does (g.lock held; dropped
+ * meanwhile). 1 when it sent anything. */
+int cma_tx_run_locked(void);
 
 /* ---- cma_mode.c: in-process or daemon mode ---------------------------------- */
 /* 1 when this process talks to uscmd (lib/cmc_*.c serve every call), 0
@@ -367,8 +383,13 @@ int cma_accept_prepare(struct rdma_cm_id *cm_id, const struct rdma_conn_param *p
 
 /* ---- cma_core.c ------------------------------------------------------------ */
 int cma_init_locked(void);        /* 0, or -1 with errno (ENODEV: no device) */
-/* Leaves g.lock; first runs what was left for after it (QP jobs, cma_qpjob.c).
- * errno is kept. Every exit from the library lock goes through it. */
+/* What was left for after g.lock (g.lock held; dropped meanwhile): QP
+ * jobs (cma_qpjob.c) and MADs to send (cma_tx.c). Before releasing the
+ * lock and before any wait on g.cond, so that nothing a thread queued
+ * waits for a thread that may not come. */
+void cma_deferred_run(void);
+/* Leaves g.lock after cma_deferred_run; errno is kept. Every exit from the
+ * library lock goes through it. */
 void cma_unlock(void);
 /* The device's default PD, allocated on first use (g.lock not held). */
 struct ibv_pd *cma_dev_pd(struct cma_dev *d);
@@ -390,7 +411,13 @@ void cma_port_flush(struct cma_port *p); /* drain engine tx + events */
 struct cma_port *cma_port_of_gid(const uint8_t gid[16], int *gid_index);
 int cma_port_gid_index(struct cma_port *p, const uint8_t gid[16]);
 int cma_port_pkey_index(struct cma_port *p, uint16_t pkey);
-void cma_port_refresh(struct cma_port *p);
+/* Re-reads the port's attributes (and with tables, its GID and P_Key
+ * tables): g.lock held, dropped while the device is asked. A change of
+ * LID, SM LID or state flushes the port's path cache and re-reads the
+ * umad port's (the SA's address). */
+void cma_port_refresh(struct cma_port *p, int tables);
+/* The same at the first rdma_* call, with the lock kept (cma_init_locked). */
+void cma_port_init_locked(struct cma_port *p);
 
 struct cma_chan *cma_chan_new(int sync);
 void cma_chan_free(struct cma_chan *c);
@@ -452,6 +479,7 @@ void cma_set_bound_port(struct cma_id *id, struct cma_port *p);
 void cma_path_to_rec(const struct cmp_path *p, struct ibv_sa_path_rec *r);
 void cma_route_done(struct cma_id *id, int status);
 uint64_t cma_service_id(const struct cma_id *id, const struct sockaddr *a);
+/* Forgets the port's cached paths, and the answers of queries in flight. */
 void cma_path_cache_flush_port(struct cma_port *p);
 void cma_route_forget(struct cma_id *id); /* stop waiting for an SA answer */
 

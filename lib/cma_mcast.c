@@ -583,7 +583,7 @@ CMA_EXPORT int rdma_leave_multicast(struct rdma_cm_id *cm_id, struct sockaddr *a
 	mc_purge(m);
 	/* As librdmacm: its events handed out must be acked first. */
 	while (m->events_out) {
-		cma_qpj_before_wait();
+		cma_deferred_run();
 		pthread_cond_wait(&g.cond, &g.lock);
 	}
 	cma_unlock();

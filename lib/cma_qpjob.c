@@ -141,8 +141,10 @@ static void run(struct cma_qpj *j)
 		free(j);
 }
 
-void cma_qpj_run_locked(struct cma_id *only)
+int cma_qpj_run_locked(struct cma_id *only)
 {
+	int did = 0;
+
 	for (;;) {
 		struct cma_qpj *j;
 
@@ -150,16 +152,10 @@ void cma_qpj_run_locked(struct cma_id *only)
 			if ((!only || j->id == only) && ready(j))
 				break;
 		if (!j)
-			return;
+			return did;
 		run(j);
+		did = 1;
 	}
-}
-
-/* Before sleeping on g.cond: every job that may start, so that none this
- * thread queued waits for a thread that may never come. */
-void cma_qpj_before_wait(void)
-{
-	cma_qpj_run_locked(NULL);
 }
 
 void cma_qpj_wait(struct cma_id *id)
@@ -168,7 +164,7 @@ void cma_qpj_wait(struct cma_id *id)
 		cma_qpj_run_locked(id); /* ours first */
 		if (!id->qpjs)
 			return;
-		cma_qpj_before_wait();
+		cma_deferred_run();
 		if (!id->qpjs)
 			return;
 		/* another thread runs one of id's jobs: it broadcasts when done */
@@ -186,7 +182,7 @@ int cma_qpj_sync(struct cma_qpj *j)
 		cma_qpj_run_locked(j->id);
 		if (j->finished)
 			break;
-		cma_qpj_before_wait();
+		cma_deferred_run();
 		if (j->finished)
 			break;
 		pthread_cond_wait(&g.cond, &g.lock);

@@ -971,6 +971,32 @@ int simf_set_link(struct simf *f, int n, int up)
 	return 0;
 }
 
+int simf_set_lid(struct simf *f, int n, uint16_t lid)
+{
+	struct simf_state *st = f->st;
+	struct simf_node *nd;
+	int rc = 0;
+
+	if (n < 0 || (unsigned)n > st->nnodes || st->link != SIMF_LINK_IB || !lid ||
+	    lid > SIMF_MAX_LID)
+		return errno = EINVAL, -1;
+	nd = &st->nodes[n];
+	simf_lock(f);
+	if (st->lft[lid] && st->lft[lid] != (uint8_t)(n + 1)) {
+		rc = -1;
+		errno = EADDRINUSE;
+	} else {
+		/* the SM's sweep keeps an ACTIVE port's LID: this one stays */
+		if (nd->lid && st->lft[nd->lid] == (uint8_t)(n + 1))
+			st->lft[nd->lid] = 0;
+		st->lft[lid] = (uint8_t)(n + 1);
+		nd->lid = lid;
+		__atomic_add_fetch(&st->generation, 1, __ATOMIC_RELEASE);
+	}
+	simf_unlock(f);
+	return rc;
+}
+
 /* ---- agents ---------------------------------------------------------------- */
 
 static int is_vendor2(uint8_t mgmt_class)

@@ -216,6 +216,10 @@ int simf_write_hosts(struct simf *f);
 /* Link of node n up or down (down: port DOWN, every datagram to/from it is
  * dropped; up: RoCE ACTIVE at once, IB INIT until the SM's next sweep). */
 int simf_set_link(struct simf *f, int n, int up);
+/* The SM renumbers node n's port (IB): LID lid (free, 1..SIMF_MAX_LID),
+ * as a re-sweep that gives it a new one. 0, or -1 with errno (EINVAL: no
+ * such node, RoCE, a LID out of range; EADDRINUSE: another node's). */
+int simf_set_lid(struct simf *f, int n, uint16_t lid);
 
 /* ---- the host service (uscmd, one per node; started by uscm-sim) -------- */
 

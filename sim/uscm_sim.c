@@ -9,6 +9,7 @@
  *   uscm-sim env [--dir D] [--node NAME]
  *   uscm-sim fault [--dir D] [SPEC... | add SPEC | clear]      (alias: faults)
  *   uscm-sim link [--dir D] NODE up|down
+ *   uscm-sim lid [--dir D] NODE LID
  *   uscm-sim kill [--dir D] NODE
  *   uscm-sim run [--dir D] [--node NAME] [start options] -- CMD [ARGS...]
  *   uscm-sim uscmd [--dir D] NODE start|stop|restart|kill
@@ -75,6 +76,7 @@ static void usage_to(FILE *out, int rc)
 		"  fault [--dir D] SPEC...|add SPEC...|clear|list   replace / extend / clear / show\n"
 		"                                   the fault rules                        (alias: faults)\n"
 		"  link [--dir D] NODE up|down      take a node's link down or up\n"
+		"  lid [--dir D] NODE LID           the SM gives NODE's port a new LID (IB)\n"
 		"  kill [--dir D] NODE              SIGKILL every process attached as NODE\n"
 		"  run [--dir D] [--node NAME] [start options] -- CMD [ARGS...]\n"
 		"      run CMD on a running fabric, or start one, run CMD, stop it; CMD gets\n"
@@ -1093,6 +1095,34 @@ static int cmd_link(const struct opts *o, int argc, char **argv, int i)
 	return n < 0;
 }
 
+static int cmd_lid(const struct opts *o, int argc, char **argv, int i)
+{
+	struct simf *f;
+	char *end;
+	unsigned long lid;
+	int n, rc = 1;
+
+	if (argc - i != 2)
+		usage();
+	lid = strtoul(argv[i + 1], &end, 0);
+	if (*end || !lid || lid > SIMF_MAX_LID) {
+		fprintf(stderr, "uscm-sim: LID '%s': 1..%u\n", argv[i + 1], SIMF_MAX_LID);
+		return 1;
+	}
+	f = attach_quiet(fabric_dir(o));
+	if (!f) {
+		fprintf(stderr, "uscm-sim: no fabric in %s: %s\n", fabric_dir(o), strerror(errno));
+		return 1;
+	}
+	n = node_arg(f, argv[i]);
+	if (n >= 0 && simf_set_lid(f, n, (uint16_t)lid) < 0)
+		fprintf(stderr, "uscm-sim: LID %lu for %s: %s\n", lid, argv[i], strerror(errno));
+	else if (n >= 0)
+		rc = 0;
+	simf_detach(f);
+	return rc;
+}
+
 static int cmd_kill(const struct opts *o, int argc, char **argv, int i)
 {
 	struct simf *f;
@@ -1404,6 +1434,8 @@ int main(int argc, char **argv)
 		return cmd_fault(&o, argc, argv, i);
 	if (strcmp(cmd, "link") == 0)
 		return cmd_link(&o, argc, argv, i);
+	if (strcmp(cmd, "lid") == 0)
+		return cmd_lid(&o, argc, argv, i);
 	if (strcmp(cmd, "kill") == 0)
 		return cmd_kill(&o, argc, argv, i);
 	if (strcmp(cmd, "run") == 0)

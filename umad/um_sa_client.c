@@ -29,6 +29,8 @@ static void pending_fail(struct pending *p, int status)
 
 struct um_sa_client {
 	struct um_port *port;
+	um_sa_send_fn send;        /* NULL: um_port_send_sa */
+	void *send_ctx;
 	uint32_t next_tid;
 	struct pending *list;
 	unsigned npending;
@@ -89,8 +91,10 @@ static int send_query(struct um_sa_client *c, const struct um_sa_msg *m, struct 
 		errno = EINVAL;
 		return -1;
 	}
-	if (um_port_send_sa(c->port, mad, timeout_ms > 0 ? timeout_ms : 1000,
-			    retries > 0 ? retries : 3) < 0) {
+	timeout_ms = timeout_ms > 0 ? timeout_ms : 1000;
+	retries = retries > 0 ? retries : 3;
+	if ((c->send ? c->send(c->send_ctx, (uint32_t)m->hdr.tid, mad, timeout_ms, retries)
+		     : um_port_send_sa(c->port, mad, timeout_ms, retries)) < 0) {
 		int e = errno;
 		free(p);
 		errno = e;
@@ -188,12 +192,21 @@ static struct pending *take(struct um_sa_client *c, uint32_t lo)
 	return NULL;
 }
 
-void um_sa_cancel(struct um_sa_client *c, uint64_t tid)
+void um_sa_client_set_sender(struct um_sa_client *c, um_sa_send_fn fn, void *ctx)
+{
+	c->send = fn;
+	c->send_ctx = ctx;
+}
+
+int um_sa_fail(struct um_sa_client *c, uint64_t tid, int status)
 {
 	struct pending *p;
 
-	if (c && (p = take(c, (uint32_t)tid)))
-		free(p);
+	if (!c || !(p = take(c, (uint32_t)tid)))
+		return 0;
+	pending_fail(p, status);
+	free(p);
+	return 1;
 }
 
 unsigned um_sa_client_pending(const struct um_sa_client *c)

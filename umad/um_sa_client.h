@@ -75,8 +75,18 @@ int um_sa_mcm_set(struct um_sa_client *c, const struct um_sa_mcm_req *req, um_sa
  * leave_state (um_sa_mcm_leave). cb may be NULL (nobody waits). */
 int um_sa_mcm_delete(struct um_sa_client *c, const struct um_sa_mcm_req *req,
 		     uint8_t leave_state, um_sa_mcm_cb cb, void *ctx, uint64_t *tid);
-/* Forgets a pending query: its callback is never called. */
-void um_sa_cancel(struct um_sa_client *c, uint64_t tid);
+/* Who sends the encoded requests: by default the client itself
+ * (um_port_send_sa, at once). A caller that must not make system calls
+ * where it queries (uscm's library: under its lock) sets a sender that
+ * takes the MAD and sends it later; 0 when taken, -1/errno when refused (the
+ * query then fails at once). A later send failure is reported with
+ * um_sa_fail. tid_lo: the query's (its low 32 bits). */
+typedef int (*um_sa_send_fn)(void *ctx, uint32_t tid_lo, const uint8_t mad[CMP_MAD_SIZE],
+			     int timeout_ms, int retries);
+void um_sa_client_set_sender(struct um_sa_client *c, um_sa_send_fn fn, void *ctx);
+/* Ends a pending query now: its callback runs with status (a negative
+ * errno, e.g. the deferred send's failure). 1 if it was pending, else 0. */
+int um_sa_fail(struct um_sa_client *c, uint64_t tid, int status);
 /* A record from the port's SA agent: answers and timeouts. Returns 1 when it
  * belonged to a pending query (whose callback has run), 0 otherwise. */
 int um_sa_client_handle(struct um_sa_client *c, const struct um_rx *rx);

@@ -308,6 +308,52 @@ Test(addr, route_from_sa_and_cache)
 	rdma_destroy_event_channel(ch);
 }
 
+/* A port whose LID changes (the SM renumbered it) has no valid cached
+ * path any more: its SLID is the old one. The next route asks the SA. */
+Test(addr, lid_change_flushes_the_path_cache)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *a, *b, *c;
+	struct rdma_cm_event *ev;
+	char *out = NULL;
+	int q0, q1, q2, q3;
+
+	cr_assert(ch);
+	a = resolved(ch, "127.10.0.2", 7471, 1);
+	q0 = sa_queries();
+	ev = route(ch, a, 2000);
+	cr_assert(ev && ev->event == RDMA_CM_EVENT_ROUTE_RESOLVED);
+	rdma_ack_cm_event(ev);
+	q1 = sa_queries();
+	cr_expect_eq(q1, q0 + 1, "one PathRecord query (%d -> %d)", q0, q1);
+	cr_expect_eq(be16toh(a->route.path_rec->slid), 2);
+	/* node1 (this process) gets LID 9 */
+	cr_assert_eq(lt_sh(&out, "%s/uscm-sim lid --dir %s node1 9 2>&1", lt_bin(),
+			   getenv("USCM_SIM_DIR")),
+		     0, "uscm-sim lid: %s", out);
+	free(out);
+	b = resolved(ch, "127.10.0.2", 7471, 1);
+	ev = route(ch, b, 2000);
+	cr_assert(ev && ev->event == RDMA_CM_EVENT_ROUTE_RESOLVED);
+	rdma_ack_cm_event(ev);
+	q2 = sa_queries();
+	cr_expect_eq(q2, q1 + 1, "the cached path was flushed: a new query (%d -> %d)", q1, q2);
+	cr_expect_eq(be16toh(b->route.path_rec->slid), 9, "the new path starts at the new LID");
+	cr_expect_eq(be16toh(b->route.path_rec->dlid), 3);
+	/* and that one is cached again */
+	c = resolved(ch, "127.10.0.2", 7471, 1);
+	ev = route(ch, c, 2000);
+	cr_assert(ev && ev->event == RDMA_CM_EVENT_ROUTE_RESOLVED);
+	rdma_ack_cm_event(ev);
+	q3 = sa_queries();
+	cr_expect_eq(q3, q2, "from the cache (%d -> %d)", q2, q3);
+	cr_expect_eq(be16toh(c->route.path_rec->slid), 9);
+	rdma_destroy_id(a);
+	rdma_destroy_id(b);
+	rdma_destroy_id(c);
+	rdma_destroy_event_channel(ch);
+}
+
 Test(addr, route_error_when_the_sa_is_silent)
 {
 	struct rdma_event_channel *ch;

@@ -248,6 +248,57 @@ Test(um, sa_timeout_after_retries)
 	um_port_close(p);
 }
 
+/* A sender that keeps the MAD (the library's: sent after its lock). */
+struct held {
+	int n;
+	uint32_t tid;
+	uint8_t mad[CMP_MAD_SIZE];
+	int timeout_ms, retries;
+};
+
+static int hold_mad(void *ctx, uint32_t tid, const uint8_t mad[CMP_MAD_SIZE], int timeout_ms,
+		    int retries)
+{
+	struct held *h = ctx;
+
+	h->n++;
+	h->tid = tid;
+	memcpy(h->mad, mad, CMP_MAD_SIZE);
+	h->timeout_ms = timeout_ms;
+	h->retries = retries;
+	return 0;
+}
+
+Test(um, sa_deferred_sender_and_fail)
+{
+	struct um_port *p = open_node(1, UM_OPEN_SA);
+	struct um_sa_client *c = um_sa_client_new(p, 7000);
+	struct held h = { 0 };
+	struct answer a;
+
+	um_sa_client_set_sender(c, hold_mad, &h);
+	query(c, gid2, 300, &a);
+	cr_assert_eq(h.n, 1, "the sender got the query");
+	cr_expect_eq(h.timeout_ms, 300);
+	cr_expect_eq(h.retries, 2);
+	cr_expect_eq(h.mad[1], 0x03, "an SA MAD"); /* MgmtClass */
+	/* Sent by the caller: the answer matches the query. */
+	cr_assert_eq(um_port_send_sa(p, h.mad, h.timeout_ms, h.retries), 0);
+	pump(p, c, &a.done, 5000);
+	cr_assert(a.done, "no answer");
+	cr_expect_eq(a.status, 0, "status %d", a.status);
+	cr_expect_eq(a.pr.dlid, 3);
+	/* A send that failed later ends the query with its error, once. */
+	query(c, gid2, 300, &a);
+	cr_expect_eq(um_sa_fail(c, h.tid, -ENETDOWN), 1);
+	cr_expect(a.done);
+	cr_expect_eq(a.status, -ENETDOWN);
+	cr_expect_eq(um_sa_client_pending(c), 0);
+	cr_expect_eq(um_sa_fail(c, h.tid, -ENETDOWN), 0, "no longer pending");
+	um_sa_client_free(c);
+	um_port_close(p);
+}
+
 struct mcm_answer {
 	int done, status;
 	struct um_sa_mcm_rec rec;
