@@ -2,15 +2,19 @@
  * cma_int.h - internals of uscm's librdmacm.so.1.
  *
  * Locking (docs/library.md has the full story): one library mutex, g.lock,
- * guards every structure below: devices and ports, each port's CM engine,
- * umad port and SA client, ids, listeners, the bind table, the path cache
- * and every event channel's queue. The progress thread takes it to handle
- * received MADs and timer expiries; API calls take it for their whole
- * (short, never blocking) critical section. Nothing blocks while holding
- * it: blocking waits (rdma_get_cm_event, synchronous ids, rdma_destroy_id
- * waiting for acks) poll the channel fd or wait on g.cond, both of which
- * drop the lock. libibverbs / libibumad calls made under it are leaves
- * (they never call back into us).
+ * guards every structure below: devices and ports, each port's CM engine
+ * and SA client, ids, listeners, the bind table, the path cache, every
+ * event channel's queue, the QP jobs and the send queue. The progress
+ * thread takes it to handle received MADs and timer expiries; API calls
+ * take it for a short, never blocking section and leave through
+ * cma_unlock(). Nothing blocks while holding it, and no libibverbs /
+ * libibumad system call is made under it: QP transitions and multicast
+ * attaches are QP jobs (cma_qpjob.c: queued under the lock, run without
+ * it, then re-checked under it; a job pins its id), MADs are sent from a
+ * queue without it (cma_tx.c), umad_recv runs under a port's rx_lock only
+ * (taken before g.lock, never after), and port queries / opens drop it
+ * while they ask (cma_port.c, cma_port_open): a function that may drop the
+ * lock says so, and its callers re-check what they read before it.
  */
 #ifndef USCM_LIB_CMA_INT_H
 #define USCM_LIB_CMA_INT_H
