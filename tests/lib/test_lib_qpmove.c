@@ -231,3 +231,49 @@ Test(qpmove, disconnect_during_the_move_to_rts_ends_in_error)
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);
 }
+
+/* ---- the QP destroyed while the REP's move to RTS runs --------------------------- */
+
+Test(qpmove, destroy_during_the_move_waits_for_it)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	struct ibv_qp_init_attr qa;
+	struct rdma_conn_param cp;
+	struct sockaddr_in dst = lt_sin("127.10.0.2", PORT);
+	struct lt_pipes p;
+	uint64_t t0, took;
+	pid_t pid;
+
+	setenv("USCM_SIM_MODIFY_QP_DELAY_MS", "300", 1);
+	pid = lt_spawn(peer, PEER_ACCEPT, &p);
+	cr_assert((ch = rdma_create_event_channel()));
+	cr_assert_eq(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
+	cr_assert_eq(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000), 0);
+	rdma_ack_cm_event(lt_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 3000));
+	cr_assert_eq(rdma_resolve_route(id, 2000), 0);
+	rdma_ack_cm_event(lt_expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 3000));
+	qp_attr(&qa);
+	cr_assert_eq(rdma_create_qp(id, NULL, &qa), 0);
+	memset(&cp, 0, sizeof(cp));
+	cp.responder_resources = cp.initiator_depth = 1;
+	cp.retry_count = cp.rnr_retry_count = 7;
+	cr_assert_eq(rdma_connect(id, &cp), 0);
+	t0 = lt_now_ms();
+	while (qp_state(id->qp) != IBV_QPS_RTR && lt_now_ms() - t0 < 5000)
+		usleep(1000);
+	cr_assert_eq(qp_state(id->qp), IBV_QPS_RTR, "the QP never reached RTR");
+	/* The job in flight pins the id and its QP: the destroy waits for the
+	 * call to RTS to return (a use after free otherwise: ASan build). */
+	t0 = lt_now_ms();
+	rdma_destroy_qp(id);
+	took = lt_now_ms() - t0;
+	cr_expect_null(id->qp);
+	cr_expect_geq(took, (uint64_t)DELAY_MS / 2, "rdma_destroy_qp took %llu ms: it did not wait",
+		      (unsigned long long)took);
+	/* the id goes too, with its ESTABLISHED never handed out: the peer
+	 * sees the DREQ (its DISCONNECTED) and exits */
+	cr_assert_eq(rdma_destroy_id(id), 0);
+	lt_reap(pid);
+	rdma_destroy_event_channel(ch);
+}
