@@ -125,7 +125,7 @@ static const struct cell cells[] = {
 	  "disc_timeout=4", "open=4", 10000, 0,
 	  "node 2's link down under 4 connections: DREQs unanswered, DISCONNECTED (-ETIMEDOUT); server keeps them until it ends", 0, NULL, NULL, NULL },
 	{ "fabric_restart", NULL, 0, "", "-d 4 -c 4 --rate 50 --stage-ms 5000", A_FABRIC_RESTART,
-	  "ok>=20 unreachable disc_timeout wc_error data_timeout route_timeout addr_error conn_error",
+	  "ok>=20 unreachable disc_timeout wc_error data_timeout route_timeout route_error addr_error conn_error",
 	  "ok>=20 unreachable rejected disc_timeout data_timeout open", 45000, 0,
 	  "all links down and the SM killed for 1 s while churning, then SM restarted: correct error events during, connections establish again after", 0, NULL, NULL, NULL },
 	{ "churn_2k_loss20_dup_reorder", "drop=20%,dup=20%,reorder=20%:5ms,qpt=mad", 0, "",
