@@ -209,6 +209,9 @@ void cma_unlock(void)
 	int e = errno;
 
 	cma_deferred_run();
+	/* a MAD this call made may sit in another thread's batch: on the wire
+	 * before the caller goes on (and perhaps exits) */
+	cma_tx_drain_locked();
 	pthread_mutex_unlock(&g.lock);
 	errno = e;
 }
@@ -1078,6 +1081,7 @@ __attribute__((destructor)) static void cma_fini(void)
 		}
 	}
 	cma_mc_fini();
-	cma_tx_run_locked(); /* the goodbyes leave now (unless another thread sends) */
+	cma_deferred_run();
+	cma_tx_drain_locked(); /* the goodbyes leave now */
 	pthread_mutex_unlock(&g.lock);
 }

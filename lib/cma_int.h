@@ -350,6 +350,9 @@ void cma_tx_tables(struct cma_port *p);
 /* Sends the queue unless another thread does (g.lock held; dropped
  * meanwhile). 1 when it sent anything. */
 int cma_tx_run_locked(void);
+/* Until everything queued so far has been sent, by this thread or the one
+ * sending now (g.lock held; dropped meanwhile). */
+void cma_tx_drain_locked(void);
 
 /* ---- cma_mode.c: in-process or daemon mode ---------------------------------- */
 /* 1 when this process talks to uscmd (lib/cmc_*.c serve every call), 0
@@ -392,8 +395,9 @@ int cma_init_locked(void);        /* 0, or -1 with errno (ENODEV: no device) */
  * lock and before any wait on g.cond, so that nothing a thread queued
  * waits for a thread that may not come. */
 void cma_deferred_run(void);
-/* Leaves g.lock after cma_deferred_run; errno is kept. Every exit from the
- * library lock goes through it. */
+/* Leaves g.lock after cma_deferred_run, once every MAD queued so far is on
+ * the wire (cma_tx_drain_locked); errno is kept. Every exit from the
+ * library lock in an API call goes through it. */
 void cma_unlock(void);
 /* The device's default PD, allocated on first use (g.lock not held). */
 struct ibv_pd *cma_dev_pd(struct cma_dev *d);

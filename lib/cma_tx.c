@@ -16,6 +16,12 @@
  * items that change what the receive side reads too (port info, the GID /
  * P_Key tables of USCM_PCAP) also hold that port's rx_lock.
  *
+ * A call leaves the library only once what it queued is on the wire
+ * (cma_tx_drain_locked from cma_unlock): an rdma_cm call that made a MAD,
+ * and an event whose MAD went before it (a REJ before UNREACHABLE), then
+ * behave as when the lock was held across umad_send — a process that exits
+ * at once does not lose them.
+ *
  * A send that fails: an SA query ends with that error (um_sa_fail: its
  * callback runs under the lock, as an answer's would); a CM MAD is lost,
  * as on the wire, and the engine's retries cover it.
@@ -32,6 +38,7 @@ enum tx_kind { TX_CM, TX_SA, TX_PORT_INFO, TX_TABLES };
 
 struct txm {
 	struct txm *next;
+	uint64_t seq;               /* queue order: 1, 2, ... */
 	enum tx_kind kind;
 	struct cma_port *port;
 	int err;                    /* after sending: 0 or errno */
@@ -49,7 +56,10 @@ struct txm {
 };
 
 static struct txm *head, *tail;
-static int sending; /* a thread sends (g.lock dropped) */
+static int sending;         /* a thread sends (g.lock dropped) */
+static uint64_t queued;     /* seq of the last item queued */
+static uint64_t done;       /* every item up to this seq is sent (or failed) */
+static unsigned draining;   /* threads waiting in cma_tx_drain_locked */
 
 static struct txm *txm_new(enum tx_kind kind, struct cma_port *p)
 {
@@ -64,6 +74,7 @@ static struct txm *txm_new(enum tx_kind kind, struct cma_port *p)
 
 static void txm_queue(struct txm *m)
 {
+	m->seq = ++queued;
 	if (tail)
 		tail->next = m;
 	else
@@ -192,6 +203,7 @@ int cma_tx_run_locked(void)
 		pthread_mutex_lock(&g.lock);
 		while ((m = list)) {
 			list = m->next;
+			done = m->seq;
 			tx_after(m);
 			free(m->gids);
 			free(m->pkeys);
@@ -200,5 +212,23 @@ int cma_tx_run_locked(void)
 		did = 1;
 	}
 	sending = 0;
+	if (draining)
+		pthread_cond_broadcast(&g.cond);
 	return did;
+}
+
+void cma_tx_drain_locked(void)
+{
+	uint64_t want = queued;
+
+	while (done < want) {
+		if (!sending) {
+			cma_tx_run_locked();
+			continue;
+		}
+		/* another thread sends a batch with ours in it: a few umad_sends */
+		draining++;
+		pthread_cond_wait(&g.cond, &g.lock);
+		draining--;
+	}
 }
