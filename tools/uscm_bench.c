@@ -326,19 +326,25 @@ static int run_pair(struct bench_run *r, int tcp, size_t n, size_t window, int n
 	return r->ok ? 0 : -1;
 }
 
-static int run_mad(size_t m, struct bench_stat *out)
+/* An echo role and a ping role (NULL node: no fabric); the echo role's
+ * first line is read (UDP: "port P", passed to the ping as --port), then
+ * the ping's one step comes back in *out. */
+static int run_echo_ping(const char *enode, char *const ea[], const char *pnode, char **pa, char *port,
+			 size_t portcap, struct bench_stat *out)
 {
-	char sm[32], *ea[] = { "--role", "mad-echo", "-n", sm, NULL };
-	char dl[16], *pa[] = { "--role", "mad-ping", "-n", sm, "--port", dl, NULL };
 	struct child e, p;
 	struct bench_run r = { 0 };
 	char line[256];
+	int n;
 
-	snprintf(sm, sizeof(sm), "%zu", m);
-	snprintf(dl, sizeof(dl), "%d", 3); /* node2's LID (node i: LID i + 1) */
-	if (spawn(&e, "node2", ea) || !fgets(line, sizeof(line), e.out))
+	if (spawn(&e, enode, ea) || !fgets(line, sizeof(line), e.out))
 		return -1;
-	if (spawn(&p, "node1", pa))
+	if (!pnode) {
+		if (sscanf(line, "port %d", &n) != 1)
+			return -1;
+		snprintf(port, portcap, "%d", n);
+	}
+	if (spawn(&p, pnode, pa))
 		return -1;
 	read_figures(p.out, &r);
 	int rc = finish(&p, 60);
@@ -349,29 +355,26 @@ static int run_mad(size_t m, struct bench_stat *out)
 	return 0;
 }
 
+/* The fabric's raw MAD round trip, node1 -> node2's umad agent. */
+static int run_mad(size_t m, struct bench_stat *out)
+{
+	char sm[32], *ea[] = { "--role", "mad-echo", "-n", sm, NULL };
+	char dl[16], *pa[] = { "--role", "mad-ping", "-n", sm, "--port", dl, NULL };
+
+	snprintf(sm, sizeof(sm), "%zu", m);
+	snprintf(dl, sizeof(dl), "%d", 3); /* node2's LID (node i: LID i + 1) */
+	return run_echo_ping("node2", ea, "node1", pa, dl, sizeof(dl), out);
+}
+
 /* The floor: a UDP ping-pong of a MAD's size between two processes. */
 static int run_udp(size_t m, struct bench_stat *out)
 {
-	char sm[32], sp[16], line[256];
+	char sm[32], sp[16];
 	char *ea[] = { "--role", "udp-echo", "-n", sm, NULL };
 	char *pa[] = { "--role", "udp-ping", "-n", sm, "--port", sp, NULL };
-	struct child e, p;
-	struct bench_run r = { 0 };
-	int port;
 
 	snprintf(sm, sizeof(sm), "%zu", m);
-	if (spawn(&e, NULL, ea) || !fgets(line, sizeof(line), e.out) || sscanf(line, "port %d", &port) != 1)
-		return -1;
-	snprintf(sp, sizeof(sp), "%d", port);
-	if (spawn(&p, NULL, pa))
-		return -1;
-	read_figures(p.out, &r);
-	int rc = finish(&p, 60);
-	finish(&e, 10);
-	if (rc || !r.nsteps)
-		return -1;
-	*out = r.steps[0];
-	return 0;
+	return run_echo_ping(NULL, ea, NULL, pa, sp, sizeof(sp), out);
 }
 
 /* The protocol engine's ceiling, from uscm-bench-engine (same build). */

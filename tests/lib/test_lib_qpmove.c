@@ -182,38 +182,47 @@ Test(qpmove, accept_leaves_other_ids_and_the_progress_thread_free)
 
 /* ---- a disconnect while the REP's move to RTS runs ------------------------------- */
 
+/* Every ibv_modify_qp takes 300 ms; a peer accepts. Connects an RC id
+ * and returns once the REP has made the library move the QP INIT, RTR,
+ * RTS and the QP is in RTR, i.e. inside the (slow) call to RTS. */
+static pid_t connect_until_rtr(struct rdma_event_channel **ch, struct rdma_cm_id **id, struct lt_pipes *p)
+{
+	struct ibv_qp_init_attr qa;
+	struct rdma_conn_param cp;
+	struct sockaddr_in dst = lt_sin("127.10.0.2", PORT);
+	uint64_t t0;
+	pid_t pid;
+
+	setenv("USCM_SIM_MODIFY_QP_DELAY_MS", "300", 1);
+	pid = lt_spawn(peer, PEER_ACCEPT, p);
+	cr_assert((*ch = rdma_create_event_channel()));
+	cr_assert_eq(rdma_create_id(*ch, id, NULL, RDMA_PS_TCP), 0);
+	cr_assert_eq(rdma_resolve_addr(*id, NULL, (struct sockaddr *)&dst, 2000), 0);
+	rdma_ack_cm_event(lt_expect(*ch, RDMA_CM_EVENT_ADDR_RESOLVED, 3000));
+	cr_assert_eq(rdma_resolve_route(*id, 2000), 0);
+	rdma_ack_cm_event(lt_expect(*ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 3000));
+	qp_attr(&qa);
+	cr_assert_eq(rdma_create_qp(*id, NULL, &qa), 0);
+	memset(&cp, 0, sizeof(cp));
+	cp.responder_resources = cp.initiator_depth = 1;
+	cp.retry_count = cp.rnr_retry_count = 7;
+	cr_assert_eq(rdma_connect(*id, &cp), 0);
+	t0 = lt_now_ms();
+	while (qp_state((*id)->qp) != IBV_QPS_RTR && lt_now_ms() - t0 < 5000)
+		usleep(1000);
+	cr_assert_eq(qp_state((*id)->qp), IBV_QPS_RTR, "the QP never reached RTR");
+	return pid;
+}
+
 Test(qpmove, disconnect_during_the_move_to_rts_ends_in_error)
 {
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id;
 	struct rdma_cm_event *ev;
-	struct ibv_qp_init_attr qa;
-	struct rdma_conn_param cp;
-	struct sockaddr_in dst = lt_sin("127.10.0.2", PORT);
 	struct lt_pipes p;
 	uint64_t t0, took;
-	pid_t pid;
+	pid_t pid = connect_until_rtr(&ch, &id, &p);
 
-	setenv("USCM_SIM_MODIFY_QP_DELAY_MS", "300", 1);
-	pid = lt_spawn(peer, PEER_ACCEPT, &p);
-	cr_assert((ch = rdma_create_event_channel()));
-	cr_assert_eq(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
-	cr_assert_eq(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000), 0);
-	rdma_ack_cm_event(lt_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 3000));
-	cr_assert_eq(rdma_resolve_route(id, 2000), 0);
-	rdma_ack_cm_event(lt_expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 3000));
-	qp_attr(&qa);
-	cr_assert_eq(rdma_create_qp(id, NULL, &qa), 0);
-	memset(&cp, 0, sizeof(cp));
-	cp.responder_resources = cp.initiator_depth = 1;
-	cp.retry_count = cp.rnr_retry_count = 7;
-	cr_assert_eq(rdma_connect(id, &cp), 0);
-	/* The REP makes the library move the QP INIT, RTR, RTS: wait until it
-	 * is in RTR, i.e. inside the (slow) call to RTS. */
-	t0 = lt_now_ms();
-	while (qp_state(id->qp) != IBV_QPS_RTR && lt_now_ms() - t0 < 5000)
-		usleep(1000);
-	cr_assert_eq(qp_state(id->qp), IBV_QPS_RTR, "the QP never reached RTR");
 	t0 = lt_now_ms();
 	cr_assert_eq(rdma_disconnect(id), 0, "%s", strerror(errno));
 	took = lt_now_ms() - t0;
@@ -238,31 +247,10 @@ Test(qpmove, destroy_during_the_move_waits_for_it)
 {
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id;
-	struct ibv_qp_init_attr qa;
-	struct rdma_conn_param cp;
-	struct sockaddr_in dst = lt_sin("127.10.0.2", PORT);
 	struct lt_pipes p;
 	uint64_t t0, took;
-	pid_t pid;
+	pid_t pid = connect_until_rtr(&ch, &id, &p);
 
-	setenv("USCM_SIM_MODIFY_QP_DELAY_MS", "300", 1);
-	pid = lt_spawn(peer, PEER_ACCEPT, &p);
-	cr_assert((ch = rdma_create_event_channel()));
-	cr_assert_eq(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
-	cr_assert_eq(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000), 0);
-	rdma_ack_cm_event(lt_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 3000));
-	cr_assert_eq(rdma_resolve_route(id, 2000), 0);
-	rdma_ack_cm_event(lt_expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 3000));
-	qp_attr(&qa);
-	cr_assert_eq(rdma_create_qp(id, NULL, &qa), 0);
-	memset(&cp, 0, sizeof(cp));
-	cp.responder_resources = cp.initiator_depth = 1;
-	cp.retry_count = cp.rnr_retry_count = 7;
-	cr_assert_eq(rdma_connect(id, &cp), 0);
-	t0 = lt_now_ms();
-	while (qp_state(id->qp) != IBV_QPS_RTR && lt_now_ms() - t0 < 5000)
-		usleep(1000);
-	cr_assert_eq(qp_state(id->qp), IBV_QPS_RTR, "the QP never reached RTR");
 	/* The job in flight pins the id and its QP: the destroy waits for the
 	 * call to RTS to return (a use after free otherwise: ASan build). */
 	t0 = lt_now_ms();
