@@ -5,8 +5,8 @@
 #       build/tests/NAME from SOURCE with tests/cr_main.c as its main(): a
 #       binary in which tests were skipped (and none failed) exits 77.
 #       USCM_TEST_BIN_DIR is this build's bin/ (libtest.h, simtest.h).
-#   uscm_add_test(TEST EXE [TIMEOUT s] [ENVIRONMENT VAR=value...])
-#       registers `EXE --jobs 1` as TEST with USCM_SOURCE_DIR, USCM_BIN_DIR,
+#   uscm_add_test(TEST EXE [TIMEOUT s] [ENVIRONMENT VAR=value...] [ARGS arg...])
+#       registers `EXE --jobs 1 ARGS` as TEST with USCM_SOURCE_DIR, USCM_BIN_DIR,
 #       the given environment and SKIP_RETURN_CODE 77: CTest shows such a
 #       binary as "Not Run (Skipped)", never as "Passed".
 
@@ -22,12 +22,12 @@ function(uscm_test_executable name src)
 endfunction()
 
 function(uscm_add_test test exe)
-  cmake_parse_arguments(T "" "TIMEOUT" "ENVIRONMENT" ${ARGN})
+  cmake_parse_arguments(T "" "TIMEOUT" "ENVIRONMENT;ARGS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
   # --jobs 1: Criterion forks per test; CTest already runs files in parallel.
-  add_test(NAME ${test} COMMAND ${exe} --jobs 1)
+  add_test(NAME ${test} COMMAND ${exe} --jobs 1 ${T_ARGS})
   set(env "USCM_SOURCE_DIR=${CMAKE_SOURCE_DIR}" "USCM_BIN_DIR=${CMAKE_BINARY_DIR}/bin"
       ${T_ENVIRONMENT})
   set_tests_properties(${test} PROPERTIES

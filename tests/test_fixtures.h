@@ -115,6 +115,9 @@ static inline int tf_is_pcap_name(const struct dirent *e)
  * checkout): the callers skip then. */
 static inline void tf_reference_captures(char ***v, size_t *n)
 {
+	/* CTest runs them as tests of their own (tests/CMakeLists.txt) */
+	if (getenv("USCM_OUTSIDE_CAPTURES") && !strcmp(getenv("USCM_OUTSIDE_CAPTURES"), "elsewhere"))
+		tf_deselect("captures from outside the repository: CTest test_outside_captures_*");
 	const char *src = getenv("USCM_SOURCE_DIR");
 	struct dirent **ents;
 	char dir[4096];
