@@ -3,7 +3,6 @@
  */
 #include <endian.h>
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -343,12 +342,12 @@ void um_addr_from_umad(struct cmp_addr *a, const ib_mad_addr_t *m)
 
 int um_port_recv(struct um_port *p, struct um_rx *rx)
 {
-	struct pollfd pfd = { .fd = um_port_fd(p), .events = POLLIN };
 	int len, agent;
 
+	/* No poll first: libibumad opens the umad device O_NONBLOCK, so
+	 * umad_recv with timeout 0 says -EAGAIN when nothing waits (the sim's
+	 * drop-in as well) — a system call per MAD saved (issue 15). */
 	for (;;) {
-		if (poll(&pfd, 1, 0) <= 0 || !(pfd.revents & POLLIN))
-			return 0;
 		len = (int)p->rxcap;
 		errno = 0;
 		agent = umad_recv(p->portid, p->rxbuf, &len, 0);
