@@ -708,6 +708,13 @@ void cma_chan_update(struct cma_chan *c)
 {
 	if (c->head && !c->signalled) {
 		uint64_t one = 1;
+
+		/* The thread in rdma_get_cm_event queued it and dequeues next:
+		 * no one else needs to see the fd readable for it (another
+		 * thread polling the fd would only race it for the event); the
+		 * taker signals what is left when it returns. */
+		if (c->has_taker && pthread_equal(c->taker, pthread_self()))
+			return;
 		if (write(c->ch.fd, &one, sizeof(one)) == sizeof(one))
 			c->signalled = 1;
 	} else if (!c->head && c->signalled) {
@@ -875,6 +882,15 @@ void cma_purge_events(struct cma_id *id)
 	}
 }
 
+/* Leaving rdma_get_cm_event: the fd readable again exactly while events
+ * wait, including those this thread queued as the taker. */
+static void chan_untake(struct cma_chan *c, int taker)
+{
+	if (taker)
+		c->has_taker = 0;
+	cma_chan_update(c);
+}
+
 CMA_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
 {
 	if (cma_remote())
@@ -884,6 +900,11 @@ CMA_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma
 	if (!c || !event)
 		return cma_fail(EINVAL);
 	pthread_mutex_lock(&g.lock);
+	int taker = !c->has_taker; /* the first thread in takes what it queues itself */
+	if (taker) {
+		c->has_taker = 1;
+		c->taker = pthread_self();
+	}
 	for (;;) {
 		struct cma_event *e;
 
@@ -903,12 +924,13 @@ CMA_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma
 				e->mc->events_out++;
 			if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->owner->backlog_used > 0)
 				e->owner->backlog_used--;
-			cma_chan_update(c);
+			chan_untake(c, taker);
 			cma_unlock();
 			*event = &e->ev;
 			return 0;
 		}
 		if (fcntl(c->ch.fd, F_GETFL) & O_NONBLOCK) {
+			chan_untake(c, taker);
 			cma_unlock();
 			return cma_fail(EAGAIN);
 		}
@@ -922,6 +944,7 @@ CMA_EXPORT int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma
 				pause();
 		}
 		if (perr) {
+			chan_untake(c, taker);
 			cma_unlock();
 			return cma_fail(perr);
 		}

@@ -130,6 +130,11 @@ struct cma_chan {
 	int sync;                     /* private to one synchronous id */
 	unsigned waiters;             /* threads blocked in rdma_get_cm_event */
 	int dead;                     /* destroyed while they were */
+	/* The thread inside rdma_get_cm_event that will take the next event
+	 * itself (cma_chan_update): what it queues does not go through the
+	 * eventfd (a write, then a poll and a read, for nothing). */
+	int has_taker;
+	pthread_t taker;
 };
 
 /* A service ID listened on, on one port: the engine listener shared by
