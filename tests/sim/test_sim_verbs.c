@@ -1444,7 +1444,7 @@ static void loss_a(int fd, void *arg)
 	(void)arg;
 	ep_open(&e, IBV_QPT_RC, 64 * 4096, 0);
 	xchg(fd, &e, &r);
-	CHK(rc_connect(&e, &r, 8 /* ~1 ms */, 7, 7, 1) == 0);
+	CHK(rc_connect(&e, &r, 12 /* ~17 ms: a loaded CI machine stalls a peer for ms */, 7, 7, 1) == 0);
 	sync_fd(fd);
 	for (i = 0; i < NMSG; i++) {
 		size_t len = 4 + (size_t)(i * 997) % 3000;
@@ -1494,7 +1494,7 @@ static void loss_b(int fd, void *arg)
 	(void)arg;
 	ep_open(&e, IBV_QPT_RC, 256 * 4096, 0);
 	xchg(fd, &e, &r);
-	CHK(rc_connect(&e, &r, 8, 7, 7, 1) == 0);
+	CHK(rc_connect(&e, &r, 12, 7, 7, 1) == 0);
 	for (i = 0; i < 200; i++)
 		post_recv(&e, (uint64_t)i, (size_t)i * 4096, 4096);
 	for (size_t k = 0; k < 56 * 4096; k++)
