@@ -118,6 +118,20 @@ static int count(const char *s, const char *what)
 
 TestSuite(replay, .fini = fini, .timeout = 240);
 
+/* 1 when both sides check with 0 differences (no assertion). */
+static int sides_clean(const char *pcap, const char *s1, const char *s2)
+{
+	char args[512], *out;
+	int ok = 1;
+
+	for (int k = 0; k < 2; k++) {
+		snprintf(args, sizeof(args), "check %s --side %s --tolerance-ms 150", pcap, k ? s2 : s1);
+		ok &= replay(&out, args) == 0 && strstr(out, "0 differences") != NULL;
+		free(out);
+	}
+	return ok;
+}
+
 static void both_sides_clean(const char *pcap, const char *s1, const char *s2)
 {
 	char args[512], *out;
@@ -322,27 +336,44 @@ Test(replay, req_timeout_retries_match_the_engine_timers)
 	free(out);
 }
 
+/* A capture (rtuSEED.pcap) of rping with half the RTUs lost (which ones:
+ * the fabric's seed); the number of REPs in it. */
+static int capture_rtu_loss(int seed, char *name, size_t cap)
+{
+	char start[96], *out = NULL;
+	int reps;
+
+	snprintf(name, cap, "rtu%d", seed);
+	snprintf(start, sizeof(start), "--seed %d --fault 'drop=50%%,class=0x07,attr=0x14'", seed);
+	capture(name, "ib", start, "");
+	strncat(name, ".pcap", cap - strlen(name) - 1);
+	sh(&out, "%s/uscm-decode %s 2>/dev/null", bin(), path(name));
+	reps = count(out, "CM Send REP");
+	free(out);
+	return reps;
+}
+
 Test(replay, rep_retries_while_rtus_are_lost_check_clean)
 {
-	char name[32], start[96], *out = NULL, *o2;
-	int reps = 0;
+	char name[32], *o2;
+	int seed = 0, reps = 0, retakes = 0;
 
 	need_tools();
-	/* Half the RTUs lost: which ones is up to the fabric's seed, so
-	 * capture until a REP retry (the server's timer) is in the trace. */
-	for (int seed = 1; seed <= 6 && reps < 2; seed++) {
-		snprintf(name, sizeof(name), "rtu%d.pcap", seed);
-		snprintf(start, sizeof(start), "--seed %d --fault 'drop=50%%,class=0x07,attr=0x14'",
-			 seed);
-		name[strlen(name) - 5] = 0;
-		capture(name, "ib", start, "");
-		strcat(name, ".pcap");
-		free(out);
-		sh(&out, "%s/uscm-decode %s 2>/dev/null", bin(), path(name));
-		reps = count(out, "CM Send REP");
+	/* Capture until a REP retry (the server's timer) is in the trace. On
+	 * a loaded machine the server may take an RTU off its socket after
+	 * its REP timer fired, and the capture then shows a retry after the
+	 * RTU that should have stopped it (the replay, in the trace's time,
+	 * rightly says "missing REP"): such a capture is retaken, at most
+	 * twice, with the next seeds. */
+	while (++seed <= 12) {
+		reps = capture_rtu_loss(seed, name, sizeof(name));
+		if (reps < 2)
+			continue;
+		if (retakes == 2 || sides_clean(path(name), "lid:2", "lid:3"))
+			break;
+		retakes++;
 	}
-	cr_assert_geq(reps, 2, "no REP retry in 6 captures:\n%s", out);
-	free(out);
+	cr_assert_geq(reps, 2, "no REP retry in %d captures", seed - 1);
 	both_sides_clean(path(name), "lid:2", "lid:3");
 	char args[600];
 	snprintf(args, sizeof(args), "check %s --side lid:3", path(name));
