@@ -499,7 +499,7 @@ static int cma_wait_event(struct cma_chan *c)
 				fds[n].fd = um_port_fd(g.devs[d].ports[i].um);
 				fds[n++].events = POLLIN;
 				if (!g.rx_external)
-					ep_port(&g.devs[d].ports[i], 0);
+					ep_port(who[n - 1], 0);
 			}
 	pthread_mutex_unlock(&g.lock);
 	prc = poll(fds, (nfds_t)n, -1);
@@ -513,15 +513,11 @@ static int cma_wait_event(struct cma_chan *c)
 	/* The umad fds back to the progress thread, once what woke us is
 	 * received (level-triggered: re-enabled before, the MAD would wake it
 	 * too; one that arrives later wakes it, as it should). */
-	for (int d = 0; d < g.ndevs && mine && !g.rx_external; d++)
-		for (int i = 0; i < g.devs[d].nports; i++)
-			if (g.devs[d].ports[i].eng)
-				ep_port(&g.devs[d].ports[i], EPOLLIN);
+	for (int k = 1; k < n && !g.rx_external; k++)
+		ep_port(who[k], EPOLLIN);
 	if (got)
 		cma_kick_timers();
-	if (prc <= 0 || c->dead)
-		return prc < 0 && perr != EINTR ? perr : 0;
-	return 0;
+	return prc < 0 && perr != EINTR ? perr : 0;
 }
 
 /*
