@@ -219,6 +219,18 @@ static void client_connect(struct client *cl)
 	rdma_ack_cm_event(lt_expect(cl->ch, RDMA_CM_EVENT_ESTABLISHED, 10000));
 }
 
+/* The normal end: DISCONNECTED, the server process (pid) gone, all freed. */
+static void client_close(struct client *cl, pid_t pid)
+{
+	cr_assert_eq(rdma_disconnect(cl->id), 0);
+	rdma_ack_cm_event(lt_expect(cl->ch, RDMA_CM_EVENT_DISCONNECTED, 5000));
+	lt_reap(pid);
+	rdma_destroy_qp(cl->id);
+	rdma_dereg_mr(cl->mr);
+	cr_assert_eq(rdma_destroy_id(cl->id), 0);
+	rdma_destroy_event_channel(cl->ch);
+}
+
 /* One round trip over the connection, and no CM event for the client. */
 static void ping(struct client *cl, const char *why)
 {
@@ -345,13 +357,7 @@ Test(hostile, spoofed_and_malformed_mads_change_nothing)
 	cr_expect_eq(s1.timeouts, 0);
 
 	/* And it still ends the normal way. */
-	cr_assert_eq(rdma_disconnect(cl.id), 0);
-	rdma_ack_cm_event(lt_expect(cl.ch, RDMA_CM_EVENT_DISCONNECTED, 5000));
-	lt_reap(pid);
-	rdma_destroy_qp(cl.id);
-	rdma_dereg_mr(cl.mr);
-	cr_assert_eq(rdma_destroy_id(cl.id), 0);
-	rdma_destroy_event_channel(cl.ch);
+	client_close(&cl, pid);
 }
 
 /* Parses "REJ=n" out of uscm-hostile's summary (0 when absent). */
@@ -422,13 +428,7 @@ Test(hostile, stale_req_from_a_third_node_keeps_the_connection)
 	cr_expect_eq(s1.conns_live, 1);
 
 	/* It still ends the normal way. */
-	cr_assert_eq(rdma_disconnect(cl.id), 0);
-	rdma_ack_cm_event(lt_expect(cl.ch, RDMA_CM_EVENT_DISCONNECTED, 5000));
-	lt_reap(pid);
-	rdma_destroy_qp(cl.id);
-	rdma_dereg_mr(cl.mr);
-	cr_assert_eq(rdma_destroy_id(cl.id), 0);
-	rdma_destroy_event_channel(cl.ch);
+	client_close(&cl, pid);
 }
 
 static void flood(int max_pending, struct uscm_stats *st, unsigned *rejs)
