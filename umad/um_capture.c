@@ -158,9 +158,9 @@ static uint16_t pkey_of(const struct um_capture_local *l, unsigned idx)
 	return 0xFFFF;
 }
 
-static void emit(struct um_frame_meta *m, const uint8_t *mad)
+/* Called with lock held. */
+static void emit_locked(struct um_frame_meta *m, const uint8_t *mad)
 {
-	pthread_mutex_lock(&lock);
 	if (writer) {
 		if (m->link == UM_LINK_IB && linktype == UM_PCAP_LINKTYPE_ETHERNET) {
 			/* Only if libibumad listed no IB port when the file was
@@ -174,6 +174,12 @@ static void emit(struct um_frame_meta *m, const uint8_t *mad)
 			(void)um_pcap_write_mad(writer, m, mad);
 		}
 	}
+}
+
+static void emit(struct um_frame_meta *m, const uint8_t *mad)
+{
+	pthread_mutex_lock(&lock);
+	emit_locked(m, mad);
 	pthread_mutex_unlock(&lock);
 }
 
@@ -193,13 +199,14 @@ static void meta_common(struct um_frame_meta *m, const struct um_capture_local *
 	m->qkey = peer->qkey ? peer->qkey : UM_QP1_QKEY;
 }
 
-void um_capture_tx(const struct um_capture_local *l, const struct cmp_addr *dst,
-		   const uint8_t *mad)
+int um_capture_tx_send(const struct um_capture_local *l, const struct cmp_addr *dst,
+		       const uint8_t *mad, int (*send)(void *arg), void *arg)
 {
 	struct um_frame_meta m;
+	int rc;
 
 	if (!um_capture_active())
-		return;
+		return send(arg);
 	meta_common(&m, l, dst);
 	m.slid = l->lid;
 	m.dlid = dst->lid;
@@ -209,7 +216,15 @@ void um_capture_tx(const struct um_capture_local *l, const struct cmp_addr *dst,
 	}
 	m.src_qp = 1;
 	m.dest_qp = dst->qpn ? dst->qpn : 1;
-	emit(&m, mad);
+	/* The send and its record under the writer's lock: an answer to this
+	 * MAD, received by another thread, can then only be recorded after
+	 * it (the file never shows an RTU before the REP it answers). */
+	pthread_mutex_lock(&lock);
+	rc = send(arg);
+	if (!rc)
+		emit_locked(&m, mad);
+	pthread_mutex_unlock(&lock);
+	return rc;
 }
 
 void um_capture_rx(const struct um_capture_local *l, const struct cmp_addr *src,

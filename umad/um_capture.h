@@ -60,10 +60,13 @@ int um_capture_active(void);
  * any other '%' is kept as written. -1 / ENAMETOOLONG when it does not fit. */
 int um_capture_expand(const char *pattern, char *out, size_t len);
 
-/* A MAD we sent to dst (dst->lid / gid / qpn / qkey / sl / pkey_index as
- * handed to umad_send). */
-void um_capture_tx(const struct um_capture_local *l, const struct cmp_addr *dst,
-		   const uint8_t *mad);
+/* Sends a MAD to dst with send(arg) (0 or -1/errno) and, when it was sent
+ * and we are capturing, records it (dst->lid / gid / qpn / qkey / sl /
+ * pkey_index as handed to umad_send). The record is written before any
+ * MAD received after the send returned can be: the file keeps cause before
+ * effect. Returns what send returned. */
+int um_capture_tx_send(const struct um_capture_local *l, const struct cmp_addr *dst,
+		       const uint8_t *mad, int (*send)(void *arg), void *arg);
 /* A MAD we received from src (as um_addr_from_umad made it: sgid_index is
  * the local GID index it arrived on). len >= 256. */
 void um_capture_rx(const struct um_capture_local *l, const struct cmp_addr *src,

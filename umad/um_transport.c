@@ -249,28 +249,40 @@ int um_port_refresh(struct um_port *p)
 	return 0;
 }
 
-/* Sends the MAD in txbuf (addressed by the caller) and, with USCM_PCAP,
- * records it as sent to dst. */
-static int send_common(struct um_port *p, int agent, const struct cmp_addr *dst,
-		       const uint8_t *mad, int timeout_ms, int retries)
+struct send_args {
+	struct um_port *p;
+	int agent, timeout_ms, retries;
+};
+
+static int send_txbuf(void *arg)
 {
+	const struct send_args *a = arg;
 	int rc;
 
-	memcpy(umad_get_mad(p->txbuf), mad, CMP_MAD_SIZE);
 	errno = 0;
-	rc = umad_send(p->portid, agent, p->txbuf, CMP_MAD_SIZE, timeout_ms, retries);
+	rc = umad_send(a->p->portid, a->agent, a->p->txbuf, CMP_MAD_SIZE, a->timeout_ms,
+		       a->retries);
 	if (rc < 0) {
 		if (!errno)
 			errno = -rc;
 		return -1;
 	}
-	if (um_capture_active()) {
-		struct um_capture_local l;
-
-		capture_local(p, &l);
-		um_capture_tx(&l, dst, mad);
-	}
 	return 0;
+}
+
+/* Sends the MAD in txbuf (addressed by the caller) and, with USCM_PCAP,
+ * records it as sent to dst. */
+static int send_common(struct um_port *p, int agent, const struct cmp_addr *dst,
+		       const uint8_t *mad, int timeout_ms, int retries)
+{
+	struct send_args a = { p, agent, timeout_ms, retries };
+	struct um_capture_local l;
+
+	memcpy(umad_get_mad(p->txbuf), mad, CMP_MAD_SIZE);
+	if (!um_capture_active())
+		return send_txbuf(&a);
+	capture_local(p, &l);
+	return um_capture_tx_send(&l, dst, mad, send_txbuf, &a);
 }
 
 int um_port_send_cm(struct um_port *p, const struct cmp_addr *dst, const uint8_t mad[CMP_MAD_SIZE])
