@@ -9,7 +9,8 @@
  *             warning (groff -ww, man -l);
  *   install   `cmake --install` into a scratch prefix, then the installed
  *             tools run from there with nothing of the build tree in their
- *             environment: uscm-decode on a corpus capture, `uscm-sim up`
+ *             environment: uscm-decode on a corpus capture, a tiny
+ *             uscm-bench run (its engine helper from libexec), `uscm-sim up`
  *             (its SM from ${libexecdir}/uscm, uscmd from sbin), an
  *             unmodified rping across two nodes loading the installed
  *             librdmacm and drop-ins, `uscm-sim down`, `man -l` of an
@@ -450,6 +451,24 @@ Test(install, decode_runs_from_the_prefix)
 	cr_expect_eq(rc, 0, "installed uscm-decode exited %d:\n%s", rc, out);
 	cr_expect_not_null(strstr(out, "REP(0x0013)"), "%s", out);
 	cr_expect_not_null(strstr(out, "3 MADs"), "%s", out);
+	free(out);
+}
+
+/* uscm-bench finds uscm-sim, its drop-ins and librdmacm, and
+ * libexec/uscm/uscm-bench-engine from the prefix (a tiny run). */
+Test(install, bench_runs_from_the_prefix)
+{
+	char *out = NULL;
+	char pid[16];
+	int rc;
+
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	setenv("USCM_SIM_WATCH_PID", pid, 1);
+	rc = tf_sh(&out, "cd / && " CLEAN_ENV " timeout 60 '%s/bin/uscm-bench' -n 10 -s 3 --mad 10 "
+			 "--engine 100 --no-tcp 2>&1", prefix);
+	cr_expect_eq(rc, 0, "installed uscm-bench exited %d:\n%s", rc, out);
+	cr_expect_not_null(strstr(out, "fabric MAD round trip"), "%s", out);
+	cr_expect_not_null(strstr(out, "engine only"), "no uscm-bench-engine figures:\n%s", out);
 	free(out);
 }
 
