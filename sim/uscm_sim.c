@@ -291,7 +291,7 @@ static void lib_path(char *out, size_t len)
 	else if (sim_path(SIM_PATH_SIMLIB, simlib, sizeof(simlib)) < 0)
 		simlib[0] = 0;
 	if (simlib[0] && !is_dir(simlib))
-		fprintf(stderr, "uscm-sim: no drop-in libraries in %s (USCM_SIM_LIBDIR)\n", simlib);
+		fprintf(stderr, "uscm-sim: no drop-in libraries in %s (USCM_SIM_LIBDIR names another)\n", simlib);
 	snprintf(out, len, "%s", realpath(simlib, real) ? real : simlib);
 	if (sim_path(SIM_PATH_LIBDIR, libdir, sizeof(libdir)) == 0) {
 		snprintf(rdmacm, sizeof(rdmacm), "%s/librdmacm.so.1", libdir);
