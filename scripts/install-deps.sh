@@ -12,6 +12,7 @@ PKGS=(
   infiniband-diags ibverbs-utils rdmacm-utils  # unmodified clients run on sim/
   chromium                      # renders uscm-decode's ladder SVG in a test (headless)
   valgrind                      # leak check of an unmodified client (fault matrix)
+  groff-base man-db mandoc      # man pages render without warnings (tests/test_install.c)
 )
 
 missing=()

@@ -14,12 +14,14 @@
  *   uscm-sim run [--dir D] [--node NAME] [start options] -- CMD [ARGS...]
  *   uscm-sim uscmd [--dir D] NODE start|stop|restart|kill
  *
- * The host service: `start` runs build/bin/uscmd (next to this binary)
+ * The host service: `start` runs uscmd (build/bin/uscmd next to this
+ * binary in a build tree, ${sbindir}/uscmd when installed: sim_paths.h)
  * once per node, as a node program of that node; sim/ only execs it.
- * See docs/sim.md.
+ * See docs/sim.md and docs/install.md.
  */
 #define _GNU_SOURCE
 #include "simf.h"
+#include "sim_paths.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -36,10 +38,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#ifndef USCM_SIM_LIBDIR_DEFAULT
-#define USCM_SIM_LIBDIR_DEFAULT ""
-#endif
 
 struct opts {
 	const char *dir;
@@ -272,21 +270,6 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static int exe_dir(char *buf, size_t len)
-{
-	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
-	char *slash;
-
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	slash = strrchr(buf, '/');
-	if (!slash)
-		return -1;
-	*slash = 0;
-	return 0;
-}
-
 static int is_dir(const char *p)
 {
 	struct stat sb;
@@ -294,43 +277,28 @@ static int is_dir(const char *p)
 	return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-/* LD_LIBRARY_PATH for programs on the fabric: the drop-ins, and uscm's
- * librdmacm when it has been built. */
+/* LD_LIBRARY_PATH for programs on the fabric: the drop-ins
+ * ($USCM_SIM_LIBDIR, else where sim_paths.h says), and uscm's librdmacm
+ * when it has been built (installed). */
 static void lib_path(char *out, size_t len)
 {
 	const char *e = getenv("USCM_SIM_LIBDIR");
-	char ed[PATH_MAX], cand[PATH_MAX + 32], rdmacm[PATH_MAX + 64];
-	const char *simlib = NULL;
+	char simlib[PATH_MAX], libdir[PATH_MAX], rdmacm[PATH_MAX + 32], real[PATH_MAX];
 
 	out[0] = 0;
-	if (exe_dir(ed, sizeof(ed)) < 0)
-		ed[0] = 0;
-	if (e && *e) {
-		simlib = e;
-	} else {
-		snprintf(cand, sizeof(cand), "%s/../sim/lib", ed);
-		if (ed[0] && is_dir(cand))
-			simlib = cand;
-		else
-			simlib = USCM_SIM_LIBDIR_DEFAULT;
-	}
-	{
-		char real[PATH_MAX];
-
-		if (realpath(simlib, real))
-			snprintf(out, len, "%s", real);
-		else
-			snprintf(out, len, "%s", simlib);
-	}
-	snprintf(rdmacm, sizeof(rdmacm), "%s/../lib/librdmacm.so.1", ed);
-	if (ed[0] && access(rdmacm, R_OK) == 0) {
-		char real[PATH_MAX];
-
-		snprintf(cand, sizeof(cand), "%s/../lib", ed);
-		if (realpath(cand, real)) {
+	if (e && *e)
+		snprintf(simlib, sizeof(simlib), "%s", e);
+	else if (sim_path(SIM_PATH_SIMLIB, simlib, sizeof(simlib)) < 0)
+		simlib[0] = 0;
+	if (simlib[0] && !is_dir(simlib))
+		fprintf(stderr, "uscm-sim: no drop-in libraries in %s (USCM_SIM_LIBDIR names another)\n", simlib);
+	snprintf(out, len, "%s", realpath(simlib, real) ? real : simlib);
+	if (sim_path(SIM_PATH_LIBDIR, libdir, sizeof(libdir)) == 0) {
+		snprintf(rdmacm, sizeof(rdmacm), "%s/librdmacm.so.1", libdir);
+		if (access(rdmacm, R_OK) == 0 && realpath(libdir, real)) {
 			size_t o = strlen(out);
 
-			snprintf(out + o, len - o, ":%s", real);
+			snprintf(out + o, len - o, "%s%s", o ? ":" : "", real);
 		}
 	}
 }
@@ -457,14 +425,11 @@ static int cmd_stop(const struct opts *o)
 
 static void set_env(const char *dir, const char *node, const char *sock);
 
-/* build/bin/uscmd, next to this binary: 0 when it is there. */
+/* uscmd (build/bin/uscmd next to this binary, or the installed
+ * ${sbindir}/uscmd: sim_paths.h) into buf: 0 when it is there. */
 static int uscmd_bin(char *buf, size_t len)
 {
-	char ed[PATH_MAX];
-
-	if (exe_dir(ed, sizeof(ed)) < 0)
-		return -1;
-	if (snprintf(buf, len, "%s/uscmd", ed) >= (int)len)
+	if (sim_file(SIM_PATH_SBIN, "uscmd", buf, len) < 0)
 		return -1;
 	return access(buf, X_OK);
 }
@@ -729,12 +694,16 @@ static int claim_instance(const char *absdir, unsigned *inst)
 
 static pid_t spawn_sm(const char *dir, int claim_fd, int verbose)
 {
-	char ed[PATH_MAX], sm[PATH_MAX + 32], fdbuf[16], logp[PATH_MAX + 16];
+	char sm[PATH_MAX], fdbuf[16], logp[PATH_MAX + 16];
 	pid_t pid;
 
-	if (exe_dir(ed, sizeof(ed)) < 0)
+	/* build/bin/uscm-sim-sm, or ${libexecdir}/uscm/uscm-sim-sm */
+	if (sim_file(SIM_PATH_LIBEXEC, "uscm-sim-sm", sm, sizeof(sm)) < 0)
 		return -1;
-	snprintf(sm, sizeof(sm), "%s/uscm-sim-sm", ed);
+	if (access(sm, X_OK) < 0) {
+		fprintf(stderr, "uscm-sim: %s: %s\n", sm, strerror(errno));
+		return -1;
+	}
 	snprintf(fdbuf, sizeof(fdbuf), "%d", claim_fd);
 	snprintf(logp, sizeof(logp), "%s/sm.log", dir);
 	pid = fork();
