@@ -10,8 +10,10 @@
 #     client's REJ (timeout) when it gives up.
 # ClassPortInfo, LAP and APR never cross the fabric in a uscm run:
 # tools/wireshark/uscm_cm_samples.c writes those. Takes ~3 s.
-# USCM_BUILD (default build) is the build tree. Exit status 0 when every
-# program did its part.
+# USCM_BUILD (default build) is the build tree; USCM_UTIL_ENV, assignments
+# for the unmodified rping / udaddy (the sanitizer build's test preloads the
+# ASan/UBSan runtimes there, as tests/lib/libtest.h does). Exit status 0
+# when every program did its part.
 set -euo pipefail
 out=${1:?usage: sim-cm-capture.sh OUT.pcap [ib|roce]}
 link=${2:-ib}
@@ -28,20 +30,22 @@ trap cleanup EXIT
 export USCM_CM_RESPONSE_TIMEOUT=14
 "$B/bin/uscm-sim" up --dir "$dir" --nodes 2 --link "$link" --pcap "$dir/f.pcap" >/dev/null
 run() { local n=$1; shift; "$B/bin/uscm-sim" run --dir "$dir" --node "$n" -- "$@"; }
+# an unmodified rdmacm-utils program on node $1
+util() { local n=$1; shift; run "$n" timeout 20 env ${USCM_UTIL_ENV:-} "$@"; }
 # waits (at most 5 s) until file $1 contains $2
 wait_for() { for _ in $(seq 250); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.02; done; return 1; }
 
-run node2 timeout 20 rping -s -a 127.10.0.2 -p 7174 -C 2 > "$dir/rping.out" 2>&1 &
+util node2 rping -s -a 127.10.0.2 -p 7174 -C 2 > "$dir/rping.out" 2>&1 &
 pids+=($!)
 sleep 0.3
-run node1 timeout 20 rping -c -a 127.10.0.2 -p 7174 -C 2 >/dev/null
+util node1 rping -c -a 127.10.0.2 -p 7174 -C 2 >/dev/null
 wait "${pids[-1]}"
 
-run node2 timeout 20 stdbuf -oL udaddy -c 1 > "$dir/udaddy.out" 2>&1 &
+util node2 stdbuf -oL udaddy -c 1 > "$dir/udaddy.out" 2>&1 &
 pids+=($!)
 wait_for "$dir/udaddy.out" "starting server"
 sleep 0.3
-run node1 timeout 20 udaddy -s 127.10.0.2 -c 1 >/dev/null
+util node1 udaddy -s 127.10.0.2 -c 1 >/dev/null
 wait "${pids[-1]}"
 
 run node2 timeout 10 "$B/bin/uscm-churn" server -p 7177 --pause-at req > "$dir/churn.out" 2>&1 &

@@ -1012,7 +1012,7 @@ static void sim_capture(const char *link)
 {
 	static struct cmpctx c;
 	unsigned attrs[64] = { 0 };
-	char file[64], *out = NULL;
+	char file[64], *out = NULL, util_env[1024] = "";
 	static const uint16_t want[] = { UMAD_CM_ATTR_REQ, UMAD_CM_ATTR_MRA, UMAD_CM_ATTR_REJ,
 					 UMAD_CM_ATTR_REP, UMAD_CM_ATTR_RTU, UMAD_CM_ATTR_DREQ,
 					 UMAD_CM_ATTR_DREP, UMAD_CM_ATTR_SIDR_REQ,
@@ -1025,8 +1025,21 @@ static void sim_capture(const char *link)
 	if (system("command -v rping >/dev/null && command -v udaddy >/dev/null"))
 		tf_skip_missing("rping / udaddy not installed (rdmacm-utils)");
 	snprintf(file, sizeof(file), "sim_%s.pcap", link);
-	cr_assert_eq(tf_sh(&out, "cd '%s' && USCM_BUILD='%s/..' scripts/sim-cm-capture.sh '%s' %s 2>&1",
-			   src_dir(), bin_dir(), tpath(file), link),
+#ifdef USCM_SANITIZED
+	/* uscm's librdmacm is built with ASan/UBSan, rping and udaddy are not:
+	 * preload the runtimes into them (as tests/lib/libtest.h does) */
+	char *asan = NULL, *ubsan = NULL;
+
+	tf_sh(&asan, "gcc -print-file-name=libasan.so | tr -d '\\n'");
+	tf_sh(&ubsan, "gcc -print-file-name=libubsan.so | tr -d '\\n'");
+	snprintf(util_env, sizeof(util_env), "LD_PRELOAD=%s:%s ASAN_OPTIONS=detect_leaks=0", asan,
+		 ubsan);
+	free(asan);
+	free(ubsan);
+#endif
+	cr_assert_eq(tf_sh(&out, "cd '%s' && USCM_BUILD='%s/..' USCM_UTIL_ENV='%s' "
+				 "scripts/sim-cm-capture.sh '%s' %s 2>&1",
+			   src_dir(), bin_dir(), util_env, tpath(file), link),
 		     0, "scripts/sim-cm-capture.sh failed:\n%s", out);
 	free(out);
 	check_capture(tpath(file), &c, attrs);
