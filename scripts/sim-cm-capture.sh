@@ -38,7 +38,7 @@ wait_for() { for _ in $(seq 250); do grep -q "$2" "$1" 2>/dev/null && return 0; 
 util node2 rping -s -a 127.10.0.2 -p 7174 -C 2 > "$dir/rping.out" 2>&1 &
 pids+=($!)
 sleep 0.3
-util node1 rping -c -a 127.10.0.2 -p 7174 -C 2 >/dev/null
+util node1 rping -c -a 127.10.0.2 -p 7174 -C 2 > "$dir/rping-client.out" 2>&1
 wait "${pids[-1]}"
 
 util node2 stdbuf -oL udaddy -c 1 > "$dir/udaddy.out" 2>&1 &

@@ -110,7 +110,7 @@ F["hdr.tid"] = ProtoField.uint64("uscm_cm.hdr.tid", "tid", base.HEX)
 F["hdr.attr_id"] = ProtoField.uint16("uscm_cm.hdr.attr_id", "attr_id", base.DEC, vs_attr)
 F["hdr.rsvd18"] = ProtoField.uint16("uscm_cm.hdr.rsvd18", "reserved", base.DEC, nil)
 F["hdr.attr_mod"] = ProtoField.uint32("uscm_cm.hdr.attr_mod", "attr_mod", base.HEX, nil)
-L["hdr"] = { key = "hdr", name = "mad_hdr", off = 0, len = 24, attr = 0, rows = {
+L["hdr"] = { key = "hdr", name = "mad_hdr", off = 0, len = 24, attr = 0, cma = false, rows = {
 	{ n = "base_version", b = 0, bit = 0, w = 8, len = 1, k = "U8" },
 	{ n = "mgmt_class", b = 1, bit = 0, w = 8, len = 1, k = "U8" },
 	{ n = "class_version", b = 2, bit = 0, w = 8, len = 1, k = "U8" },
@@ -151,7 +151,7 @@ F["classportinfo.trap_hl"] = ProtoField.uint8("uscm_cm.classportinfo.trap_hl", "
 F["classportinfo.trap_qp"] = ProtoField.uint24("uscm_cm.classportinfo.trap_qp", "trap_qp", base.HEX, nil)
 F["classportinfo.trap_qkey"] = ProtoField.uint32("uscm_cm.classportinfo.trap_qkey", "trap_qkey", base.HEX, nil)
 F["classportinfo.rsvd72"] = ProtoField.bytes("uscm_cm.classportinfo.rsvd72", "reserved")
-L["classportinfo"] = { key = "classportinfo", name = "ClassPortInfo", off = 24, len = 232, attr = 1, rows = {
+L["classportinfo"] = { key = "classportinfo", name = "ClassPortInfo", off = 24, len = 232, attr = 1, cma = false, rows = {
 	{ n = "base_version", b = 0, bit = 0, w = 8, len = 1, k = "U8" },
 	{ n = "class_version", b = 1, bit = 0, w = 8, len = 1, k = "U8" },
 	{ n = "capability_mask", b = 2, bit = 0, w = 16, len = 2, k = "U16" },
@@ -236,7 +236,7 @@ F["req.alternate_local_ack_timeout"] = ProtoField.uint8("uscm_cm.req.alternate_l
 F["req.sap_supported"] = ProtoField.uint8("uscm_cm.req.sap_supported", "sap_supported", base.DEC, nil, 0x4)
 F["req.rsvd139"] = ProtoField.uint8("uscm_cm.req.rsvd139", "reserved", base.DEC, nil, 0x3)
 F["req.private_data"] = ProtoField.bytes("uscm_cm.req.private_data", "private_data")
-L["req"] = { key = "req", name = "REQ", off = 24, len = 232, attr = 16, rows = {
+L["req"] = { key = "req", name = "REQ", off = 24, len = 232, attr = 16, cma = true, rows = {
 	{ n = "local_comm_id", b = 0, bit = 0, w = 32, len = 4, k = "U32" },
 	{ n = "rsvd4", b = 4, bit = 0, w = 8, len = 1, k = "RSVD" },
 	{ n = "vendor_id", b = 5, bit = 0, w = 24, len = 3, k = "U32" },
@@ -304,7 +304,7 @@ F["mra.rsvd8"] = ProtoField.uint8("uscm_cm.mra.rsvd8", "reserved", base.DEC, nil
 F["mra.service_timeout"] = ProtoField.uint8("uscm_cm.mra.service_timeout", "service_timeout", base.DEC, nil, 0xf8)
 F["mra.rsvd9"] = ProtoField.uint8("uscm_cm.mra.rsvd9", "reserved", base.DEC, nil, 0x7)
 F["mra.private_data"] = ProtoField.bytes("uscm_cm.mra.private_data", "private_data")
-L["mra"] = { key = "mra", name = "MRA", off = 24, len = 232, attr = 17, rows = {
+L["mra"] = { key = "mra", name = "MRA", off = 24, len = 232, attr = 17, cma = false, rows = {
 	{ n = "local_comm_id", b = 0, bit = 0, w = 32, len = 4, k = "U32" },
 	{ n = "remote_comm_id", b = 4, bit = 0, w = 32, len = 4, k = "U32" },
 	{ n = "message_mraed", b = 8, bit = 0, w = 2, len = 1, k = "U8" },
@@ -326,7 +326,7 @@ F["rej.rsvd9"] = ProtoField.uint8("uscm_cm.rej.rsvd9", "reserved", base.DEC, nil
 F["rej.reason"] = ProtoField.uint16("uscm_cm.rej.reason", "reason", base.DEC, vs_rej_reason)
 F["rej.ari"] = ProtoField.bytes("uscm_cm.rej.ari", "ari")
 F["rej.private_data"] = ProtoField.bytes("uscm_cm.rej.private_data", "private_data")
-L["rej"] = { key = "rej", name = "REJ", off = 24, len = 232, attr = 18, rows = {
+L["rej"] = { key = "rej", name = "REJ", off = 24, len = 232, attr = 18, cma = false, rows = {
 	{ n = "local_comm_id", b = 0, bit = 0, w = 32, len = 4, k = "U32" },
 	{ n = "remote_comm_id", b = 4, bit = 0, w = 32, len = 4, k = "U32" },
 	{ n = "message_rejected", b = 8, bit = 0, w = 2, len = 1, k = "U8" },
@@ -361,7 +361,7 @@ F["rep.rsvd27"] = ProtoField.uint8("uscm_cm.rep.rsvd27", "reserved", base.DEC, n
 F["rep.local_ca_guid"] = ProtoField.uint64("uscm_cm.rep.local_ca_guid", "local_ca_guid", base.HEX)
 F["rep.private_data"] = ProtoField.bytes("uscm_cm.rep.private_data", "private_data")
 F["rep.vendor_id"] = ProtoField.uint32("uscm_cm.rep.vendor_id", "vendor_id", base.HEX)
-L["rep"] = { key = "rep", name = "REP", off = 24, len = 232, attr = 19, rows = {
+L["rep"] = { key = "rep", name = "REP", off = 24, len = 232, attr = 19, cma = false, rows = {
 	{ n = "local_comm_id", b = 0, bit = 0, w = 32, len = 4, k = "U32" },
 	{ n = "remote_comm_id", b = 4, bit = 0, w = 32, len = 4, k = "U32" },
 	{ n = "local_qkey", b = 8, bit = 0, w = 32, len = 4, k = "U32" },
@@ -390,7 +390,7 @@ F["rtu"] = ProtoField.none("uscm_cm.rtu", "RTU")
 F["rtu.local_comm_id"] = ProtoField.uint32("uscm_cm.rtu.local_comm_id", "local_comm_id", base.HEX, nil)
 F["rtu.remote_comm_id"] = ProtoField.uint32("uscm_cm.rtu.remote_comm_id", "remote_comm_id", base.HEX, nil)
 F["rtu.private_data"] = ProtoField.bytes("uscm_cm.rtu.private_data", "private_data")
-L["rtu"] = { key = "rtu", name = "RTU", off = 24, len = 232, attr = 20, rows = {
+L["rtu"] = { key = "rtu", name = "RTU", off = 24, len = 232, attr = 20, cma = false, rows = {
 	{ n = "local_comm_id", b = 0, bit = 0, w = 32, len = 4, k = "U32" },
 	{ n = "remote_comm_id", b = 4, bit = 0, w = 32, len = 4, k = "U32" },
 	{ n = "private_data", b = 8, bit = 0, w = 1792, len = 224, k = "BYTES" },
@@ -404,7 +404,7 @@ F["dreq.remote_comm_id"] = ProtoField.uint32("uscm_cm.dreq.remote_comm_id", "rem
 F["dreq.remote_qpn_eecn"] = ProtoField.uint24("uscm_cm.dreq.remote_qpn_eecn", "remote_qpn_eecn", base.HEX, nil)
 F["dreq.rsvd11"] = ProtoField.uint8("uscm_cm.dreq.rsvd11", "reserved", base.DEC, nil)
 F["dreq.private_data"] = ProtoField.bytes("uscm_cm.dreq.private_data", "private_data")
-L["dreq"] = { key = "dreq", name = "DREQ", off = 24, len = 232, attr = 21, rows = {
+L["dreq"] = { key = "dreq", name = "DREQ", off = 24, len = 232, attr = 21, cma = false, rows = {
 	{ n = "local_comm_id", b = 0, bit = 0, w = 32, len = 4, k = "U32" },
 	{ n = "remote_comm_id", b = 4, bit = 0, w = 32, len = 4, k = "U32" },
 	{ n = "remote_qpn_eecn", b = 8, bit = 0, w = 24, len = 3, k = "U32" },
@@ -418,7 +418,7 @@ F["drep"] = ProtoField.none("uscm_cm.drep", "DREP")
 F["drep.local_comm_id"] = ProtoField.uint32("uscm_cm.drep.local_comm_id", "local_comm_id", base.HEX, nil)
 F["drep.remote_comm_id"] = ProtoField.uint32("uscm_cm.drep.remote_comm_id", "remote_comm_id", base.HEX, nil)
 F["drep.private_data"] = ProtoField.bytes("uscm_cm.drep.private_data", "private_data")
-L["drep"] = { key = "drep", name = "DREP", off = 24, len = 232, attr = 22, rows = {
+L["drep"] = { key = "drep", name = "DREP", off = 24, len = 232, attr = 22, cma = false, rows = {
 	{ n = "local_comm_id", b = 0, bit = 0, w = 32, len = 4, k = "U32" },
 	{ n = "remote_comm_id", b = 4, bit = 0, w = 32, len = 4, k = "U32" },
 	{ n = "private_data", b = 8, bit = 0, w = 1792, len = 224, k = "BYTES" },
@@ -432,7 +432,7 @@ F["sidr_req.pkey"] = ProtoField.uint16("uscm_cm.sidr_req.pkey", "pkey", base.DEC
 F["sidr_req.rsvd6"] = ProtoField.uint16("uscm_cm.sidr_req.rsvd6", "reserved", base.DEC, nil)
 F["sidr_req.service_id"] = ProtoField.uint64("uscm_cm.sidr_req.service_id", "service_id", base.HEX)
 F["sidr_req.private_data"] = ProtoField.bytes("uscm_cm.sidr_req.private_data", "private_data")
-L["sidr_req"] = { key = "sidr_req", name = "SIDR_REQ", off = 24, len = 232, attr = 23, rows = {
+L["sidr_req"] = { key = "sidr_req", name = "SIDR_REQ", off = 24, len = 232, attr = 23, cma = true, rows = {
 	{ n = "request_id", b = 0, bit = 0, w = 32, len = 4, k = "U32" },
 	{ n = "pkey", b = 4, bit = 0, w = 16, len = 2, k = "U16" },
 	{ n = "rsvd6", b = 6, bit = 0, w = 16, len = 2, k = "RSVD" },
@@ -454,7 +454,7 @@ F["sidr_rep.qkey"] = ProtoField.uint32("uscm_cm.sidr_rep.qkey", "qkey", base.HEX
 F["sidr_rep.additional_info"] = ProtoField.bytes("uscm_cm.sidr_rep.additional_info", "additional_info")
 F["sidr_rep.private_data"] = ProtoField.bytes("uscm_cm.sidr_rep.private_data", "private_data")
 F["sidr_rep.vendor_id"] = ProtoField.uint32("uscm_cm.sidr_rep.vendor_id", "vendor_id", base.HEX)
-L["sidr_rep"] = { key = "sidr_rep", name = "SIDR_REP", off = 24, len = 232, attr = 24, rows = {
+L["sidr_rep"] = { key = "sidr_rep", name = "SIDR_REP", off = 24, len = 232, attr = 24, cma = false, rows = {
 	{ n = "request_id", b = 0, bit = 0, w = 32, len = 4, k = "U32" },
 	{ n = "status", b = 4, bit = 0, w = 8, len = 1, k = "U8" },
 	{ n = "additional_info_length", b = 5, bit = 0, w = 8, len = 1, k = "U8" },
@@ -494,7 +494,7 @@ F["lap.rsvd62"] = ProtoField.uint8("uscm_cm.lap.rsvd62", "reserved", base.DEC, n
 F["lap.alternate_local_ack_timeout"] = ProtoField.uint8("uscm_cm.lap.alternate_local_ack_timeout", "alternate_local_ack_timeout", base.DEC, nil, 0xf8)
 F["lap.rsvd63"] = ProtoField.uint8("uscm_cm.lap.rsvd63", "reserved", base.DEC, nil, 0x7)
 F["lap.private_data"] = ProtoField.bytes("uscm_cm.lap.private_data", "private_data")
-L["lap"] = { key = "lap", name = "LAP", off = 24, len = 232, attr = 25, rows = {
+L["lap"] = { key = "lap", name = "LAP", off = 24, len = 232, attr = 25, cma = false, rows = {
 	{ n = "local_comm_id", b = 0, bit = 0, w = 32, len = 4, k = "U32" },
 	{ n = "remote_comm_id", b = 4, bit = 0, w = 32, len = 4, k = "U32" },
 	{ n = "rsvd8", b = 8, bit = 0, w = 32, len = 4, k = "RSVD" },
@@ -530,7 +530,7 @@ F["apr.ap_status"] = ProtoField.uint8("uscm_cm.apr.ap_status", "ap_status", base
 F["apr.rsvd10"] = ProtoField.uint16("uscm_cm.apr.rsvd10", "reserved", base.DEC, nil)
 F["apr.additional_info"] = ProtoField.bytes("uscm_cm.apr.additional_info", "additional_info")
 F["apr.private_data"] = ProtoField.bytes("uscm_cm.apr.private_data", "private_data")
-L["apr"] = { key = "apr", name = "APR", off = 24, len = 232, attr = 26, rows = {
+L["apr"] = { key = "apr", name = "APR", off = 24, len = 232, attr = 26, cma = false, rows = {
 	{ n = "local_comm_id", b = 0, bit = 0, w = 32, len = 4, k = "U32" },
 	{ n = "remote_comm_id", b = 4, bit = 0, w = 32, len = 4, k = "U32" },
 	{ n = "additional_info_length", b = 8, bit = 0, w = 8, len = 1, k = "U8" },
@@ -549,7 +549,7 @@ F["cma.rsvd1"] = ProtoField.uint8("uscm_cm.cma.rsvd1", "reserved", base.DEC, nil
 F["cma.src_port"] = ProtoField.uint16("uscm_cm.cma.src_port", "src_port", base.DEC, nil)
 F["cma.src_addr"] = ProtoField.ipv6("uscm_cm.cma.src_addr", "src_addr")
 F["cma.dst_addr"] = ProtoField.ipv6("uscm_cm.cma.dst_addr", "dst_addr")
-L["cma"] = { key = "cma", name = "cma_hdr", off = 0, len = 36, attr = 0, rows = {
+L["cma"] = { key = "cma", name = "cma_hdr", off = 0, len = 36, attr = 0, cma = false, rows = {
 	{ n = "cma_version", b = 0, bit = 0, w = 8, len = 1, k = "U8" },
 	{ n = "ip_version", b = 1, bit = 0, w = 4, len = 1, k = "U8" },
 	{ n = "rsvd1", b = 1, bit = 4, w = 4, len = 1, k = "RSVD" },
@@ -637,7 +637,7 @@ end
 -- The CMA header leading the private data of an rdma_cm REQ / SIDR_REQ.
 local function add_cma(tree, l, v, mad)
 	local sid_r, pd_r = v["service_id@"], v["private_data@"]
-	if not sid_r or not pd_r then return end
+	if not l.cma or not sid_r or not pd_r then return end
 	local ps, port = sid_split(v.service_id)
 	if not ps then return end
 	local pdata = mad:range(L.hdr.len + pd_r.b, pd_r.len)

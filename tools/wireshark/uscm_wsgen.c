@@ -199,8 +199,10 @@ static int emit_layout(FILE *out, const char *key, const struct cmp_layout *l, u
 		fprintf(out, "F[\"%s.%s\"] = ProtoField.uint32(\"" PROTO ".%s.%s\", \"%s\", "
 			     "base.HEX)\n", key, bases[b], key, bases[b], bases[b]);
 	}
+	/* rdma_cm puts its CMA header in REQ and SIDR_REQ private data */
 	fprintf(out, "L[\"%s\"] = { key = \"%s\", name = \"%s\", off = %u, len = %u, attr = %u, "
-		     "rows = {\n", key, key, l->name, off, l->len, attr);
+		     "cma = %s, rows = {\n", key, key, l->name, off, l->len, attr,
+		attr == UMAD_CM_ATTR_REQ || attr == UMAD_CM_ATTR_SIDR_REQ ? "true" : "false");
 	for (size_t i = 0; i < l->nfields; i++) {
 		const struct cmp_field *f = &l->fields[i];
 
@@ -329,7 +331,7 @@ static const char lua_body[] =
 	"-- The CMA header leading the private data of an rdma_cm REQ / SIDR_REQ.\n"
 	"local function add_cma(tree, l, v, mad)\n"
 	"\tlocal sid_r, pd_r = v[\"service_id@\"], v[\"private_data@\"]\n"
-	"\tif not sid_r or not pd_r then return end\n"
+	"\tif not l.cma or not sid_r or not pd_r then return end\n"
 	"\tlocal ps, port = sid_split(v.service_id)\n"
 	"\tif not ps then return end\n"
 	"\tlocal pdata = mad:range(L.hdr.len + pd_r.b, pd_r.len)\n"
