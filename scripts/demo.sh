@@ -11,7 +11,9 @@
 # disconnect) on the same fabric, printing both sides' event flows with
 # timings; then decodes what crossed the fabric (both connections): the SA
 # PathRecord queries and the CM handshakes and teardowns, with uscm-decode
-# and with tshark.
+# and with tshark; last, tshark with uscm's plugin (uscm_cm.lua) on a second
+# fabric's capture holding an MRA and a SIDR exchange
+# (scripts/sim-cm-capture.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=build
