@@ -669,16 +669,17 @@ function p.dissector(tvb, pinfo, tree)
 	if #mads == 0 then return end
 	local ops = { f_opcode() }
 	for i, fi in ipairs(mads) do
+		-- the MAD as the infiniband dissector found it, in its own data source
+		local mad = fi.range
 		local op = ops[i] and ops[i].value
-		local off = fi.offset
-		if op == UD_SEND_ONLY and tvb:len() >= off + 3 and
-		   tvb(off, 1):uint() == BASE_VERSION and tvb(off + 1, 1):uint() == CM_CLASS and
-		   tvb(off + 2, 1):uint() == CM_CLASS_VERSION then
-			local top = tree:add(p, tvb(off, math.min(MAD_SIZE, tvb:len() - off)))
-			if tvb:len() < off + MAD_SIZE then
+		if op == UD_SEND_ONLY and fi.len >= 3 and
+		   mad:range(0, 1):uint() == BASE_VERSION and mad:range(1, 1):uint() == CM_CLASS and
+		   mad:range(2, 1):uint() == CM_CLASS_VERSION then
+			local top = tree:add(p, mad)
+			if fi.len < MAD_SIZE then
 				top:add_proto_expert_info(e_short)
 			else
-				local mad = tvb(off, MAD_SIZE)
+				mad = mad:range(0, MAD_SIZE)
 				local _, h = add_layout(top, L.hdr, mad)
 				local l = by_attr[h.attr_id]
 				local name = vs_attr[h.attr_id] or string.format("attr 0x%04x", h.attr_id)
