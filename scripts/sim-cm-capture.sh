@@ -32,20 +32,24 @@ export USCM_CM_RESPONSE_TIMEOUT=14
 run() { local n=$1; shift; "$B/bin/uscm-sim" run --dir "$dir" --node "$n" -- "$@"; }
 # an unmodified rdmacm-utils program on node $1
 util() { local n=$1; shift; run "$n" timeout 20 env ${USCM_UTIL_ENV:-} "$@"; }
+# a client that beat its server's listen gets a REJ / SIDR_REP "no
+# service" and fails: it tries again (at most 5 times; the capture then
+# holds those exchanges too, which is fine)
+again() { for _ in 1 2 3 4; do "$@" && return 0; sleep 0.5; done; "$@"; }
 # waits (at most 5 s) until file $1 contains $2
 wait_for() { for _ in $(seq 250); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.02; done; return 1; }
 
 util node2 rping -s -a 127.10.0.2 -p 7174 -C 2 > "$dir/rping.out" 2>&1 &
 pids+=($!)
 sleep 0.3
-util node1 rping -c -a 127.10.0.2 -p 7174 -C 2 > "$dir/rping-client.out" 2>&1
+again util node1 rping -c -a 127.10.0.2 -p 7174 -C 2 > "$dir/rping-client.out" 2>&1
 wait "${pids[-1]}"
 
 util node2 stdbuf -oL udaddy -c 1 > "$dir/udaddy.out" 2>&1 &
 pids+=($!)
 wait_for "$dir/udaddy.out" "starting server"
 sleep 0.3
-util node1 udaddy -s 127.10.0.2 -c 1 >/dev/null
+again util node1 udaddy -s 127.10.0.2 -c 1 >/dev/null
 wait "${pids[-1]}"
 
 run node2 timeout 10 "$B/bin/uscm-churn" server -p 7177 --pause-at req > "$dir/churn.out" 2>&1 &
