@@ -34,10 +34,10 @@
  *  - The comparison itself can fail: changing any single expected value of
  *    the sample file is reported as exactly one mismatch.
  *
- * -T fields, not -T json: tshark 4.0's JSON repeats keys (the plugin's
- * reserved rows share the label "reserved", infiniband's own fields repeat)
- * and prints every value as a string anyway; -T fields with -E header=y
- * gives one column per field name. The values it prints: BASE_HEX integers
+ * -T fields, not -T json: tshark 4.0's JSON repeats a key for a field that
+ * occurs twice in a frame (infiniband.reserved does), which a JSON object
+ * cannot hold, and nests the values in the tree's shape; -T fields with
+ * -E header=y gives one column per field name, one line per frame. The values it prints: BASE_HEX integers
  * as 0x..., BASE_DEC in decimal (both parsed with strtoull base 0), FT_IPv6
  * as compressed text (compared as addresses), FT_BYTES as plain hex with
  * every byte (uscm-decode drops trailing zero bytes), FT_IPv4 dotted.
