@@ -145,6 +145,7 @@ void cma_id_free_locked(struct cma_id *id)
 	if (id->sync)
 		cma_chan_free(id->chan);
 	cma_addrinfo_release(id);
+	cma_addr_release(id);
 	cma_event_rsv_free(id);
 	free(id->ep_qp_attr);
 	free(id);

@@ -74,6 +74,7 @@ struct cma_id;
 struct cma_mc;
 struct cma_mcg;
 struct cma_ai_req;
+struct cma_nr_req;
 
 /* One (device, port) and, once needed, its CM agent: a umad port, an
  * engine and an SA client. */
@@ -85,6 +86,8 @@ struct cma_port {
 	int roce;
 	union ibv_gid *gids;
 	int ngids;
+	unsigned *gid_types;        /* IBV_GID_TYPE_* per entry (ibv_query_gid_table) */
+	unsigned *gid_ndevs;        /* the netdev each entry is bound to (0: none / unknown) */
 	uint16_t *pkeys;            /* host order */
 	int npkeys;
 	/* CM agent, opened lazily by cma_port_open() */
@@ -258,6 +261,8 @@ struct cma_id {
 	struct ibv_qp_init_attr *ep_qp_attr;
 	/* rdma_resolve_addrinfo: the request in flight, the last answer */
 	struct cma_ai_req *ai_req;
+	/* rdma_resolve_addr waiting for the next hop's neighbour entry */
+	struct cma_nr_req *nr_req;
 	struct rdma_addrinfo *ai;
 	/* events handed out (rdma_get_cm_event) and not yet acked */
 	unsigned events_out;
@@ -527,6 +532,8 @@ struct cma_event *cma_req_event(struct cma_id *nid, const struct cma_req_in *r,
 /* ---- cma_misc.c ------------------------------------------------------------- */
 /* The id goes away: forget its rdma_resolve_addrinfo request and answer. */
 void cma_addrinfo_release(struct cma_id *id);
+/* cma_addr.c: an rdma_resolve_addr waiting for a neighbour answers no more */
+void cma_addr_release(struct cma_id *id);
 /* A deep copy of an rdma_addrinfo list: 0, or -1/errno. */
 int cma_addrinfo_copy(const struct rdma_addrinfo *a, struct rdma_addrinfo **out);
 

@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1483,15 +1484,60 @@ int simf_fault_add(struct simf *f, const struct simf_fault *rule)
 
 /* ---- transport ------------------------------------------------------------------- */
 
+/* A node's program may live in a network namespace of its own (a test
+ * gives each node its IP interfaces, as hosts have): the fabric's
+ * datagrams still travel in the fabric's namespace, the one of its keeper
+ * (the SM process), as an HCA's traffic does not depend on the host's IP
+ * configuration. The calling thread enters that namespace to create its
+ * socket (a socket stays in the namespace it was made in) and comes back;
+ * *back is its own namespace then, else -1 (the same namespace, or no
+ * right to switch: the socket is made where the thread is, as before). */
+static void fabric_netns_enter(struct simf *f, int *back)
+{
+	char p[64];
+	struct stat theirs, mine;
+	int fd;
+
+	*back = -1;
+	if (f->st->keeper_pid <= 0)
+		return;
+	snprintf(p, sizeof(p), "/proc/%d/ns/net", (int)f->st->keeper_pid);
+	if (stat(p, &theirs) < 0 || stat("/proc/thread-self/ns/net", &mine) < 0 ||
+	    (theirs.st_ino == mine.st_ino && theirs.st_dev == mine.st_dev))
+		return;
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	*back = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || *back < 0 || setns(fd, CLONE_NEWNET) < 0) {
+		if (*back >= 0)
+			close(*back);
+		*back = -1;
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+static void fabric_netns_leave(int back)
+{
+	if (back < 0)
+		return;
+	if (setns(back, CLONE_NEWNET) < 0)
+		abort(); /* a thread stranded in another namespace */
+	close(back);
+}
+
 int simf_socket(struct simf *f, int n, uint16_t port, uint16_t *bound)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	socklen_t alen = sizeof(a);
-	int fd, one = SOCK_BUF;
+	int fd, one = SOCK_BUF, back, e;
 
 	if (n < 0 || n >= SIMF_MAX_NODES || (unsigned)n > f->st->nnodes)
 		return errno = EINVAL, -1;
+	fabric_netns_enter(f, &back);
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	e = errno;
+	fabric_netns_leave(back);
+	errno = e;
 	if (fd < 0)
 		return -1;
 	/* capped by net.core.[rw]mem_max; best effort */
@@ -1501,7 +1547,7 @@ int simf_socket(struct simf *f, int n, uint16_t port, uint16_t *bound)
 	a.sin_port = htons(port);
 	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&a, &alen) < 0) {
-		int e = errno;
+		e = errno;
 		close(fd);
 		return errno = e, -1;
 	}

@@ -6,6 +6,9 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -439,6 +442,28 @@ SV_EXPORT int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int i
 }
 SV_COMPAT_1_0(ibv_query_gid)
 
+/* The netdev a RoCE GID is bound to, as the kernel's GID table reports it
+ * (roce_gid_mgmt adds a GID for each IP address of a netdev): the
+ * interface that holds the node's IPv4 address (::ffff:a.b.c.d) in the
+ * calling process's network namespace, 0 if none does (the default
+ * fabric: node addresses are not on any interface). */
+static unsigned gid_ndev(const uint8_t gid[16])
+{
+	struct ifaddrs *ifs, *i;
+	unsigned idx = 0;
+
+	if (getifaddrs(&ifs) < 0)
+		return 0;
+	for (i = ifs; i && !idx; i = i->ifa_next) {
+		const struct sockaddr_in *s = (const struct sockaddr_in *)i->ifa_addr;
+
+		if (s && s->sin_family == AF_INET && !memcmp(&s->sin_addr, gid + 12, 4))
+			idx = if_nametoindex(i->ifa_name);
+	}
+	freeifaddrs(ifs);
+	return idx;
+}
+
 SV_EXPORT int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
 				uint32_t gid_index, struct ibv_gid_entry *entry,
 				uint32_t flags, size_t entry_size)
@@ -457,7 +482,7 @@ SV_EXPORT int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
 	e.gid_index = 0;
 	e.port_num = 1;
 	e.gid_type = c->link == SIMF_LINK_ROCE ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_IB;
-	e.ndev_ifindex = 0;
+	e.ndev_ifindex = c->link == SIMF_LINK_ROCE ? gid_ndev(e.gid.raw) : 0;
 	memcpy(entry, &e, sizeof(e));
 	return 0;
 }
