@@ -897,7 +897,22 @@ int simf_node_by_gid(const struct simf *f, const uint8_t gid[16])
 	for (unsigned i = 0; i <= st->nnodes && i < SIMF_MAX_NODES; i++)
 		if (memcmp(st->nodes[i].gid, gid, 16) == 0)
 			return (int)i;
+	for (unsigned i = 1; i <= st->nnodes && i < SIMF_MAX_NODES; i++)
+		for (unsigned k = 0; k < SIMF_IP_GIDS; k++)
+			if (gid[0] && memcmp(st->nodes[i].ip_gids[k], gid, 16) == 0)
+				return (int)i;
 	return -1;
+}
+
+const uint8_t *simf_node_sgid(const struct simf *f, int n, unsigned sgid_index)
+{
+	static const uint8_t zero[16];
+	const struct simf_node *nd = &f->st->nodes[n];
+
+	if (sgid_index >= 1 && sgid_index <= SIMF_IP_GIDS &&
+	    memcmp(nd->ip_gids[sgid_index - 1], zero, 16))
+		return nd->ip_gids[sgid_index - 1];
+	return nd->gid;
 }
 
 uint32_t simf_alloc_qpn(struct simf *f, int n)

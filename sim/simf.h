@@ -41,7 +41,8 @@
 #include <sys/types.h>
 
 #define SIMF_MAGIC 0x55534631u /* "USF1" */
-#define SIMF_VERSION 3
+#define SIMF_VERSION 4
+#define SIMF_IP_GIDS 4         /* IPv6 RoCE GIDs per node (struct simf_node) */
 #define SIMF_MAX_NODES 64      /* node 0 = SM/SA, 1..63 = node1..node63 */
 #define SIMF_MAX_AGENTS 32     /* umad agents per node */
 #define SIMF_MAX_FAULTS 32
@@ -58,6 +59,11 @@
 #define SIMF_RESV8A(sl, grh) ((uint8_t)((((unsigned)(sl) & 0xFu) << 4) | ((grh) ? 1u : 0u)))
 #define SIMF_RESV8A_SL(r) (((unsigned)(r) >> 4) & 0xFu)
 #define SIMF_RESV8A_GRH(r) ((unsigned)(r) & 1u)
+/* bits 3:1: the sender's source GID index on RoCE (0: the node's GID, k:
+ * its IPv6 GID ip_gids[k-1]), so the receiver's GRH / MAD address carries
+ * the SGID the sender used */
+#define SIMF_RESV8A_SGID(r) (((unsigned)(r) >> 1) & 7u)
+#define SIMF_RESV8A_SET_SGID(r, i) ((uint8_t)(((r) & ~0x0Eu) | (((unsigned)(i) & 7u) << 1)))
 
 enum simf_link { SIMF_LINK_IB = 1, SIMF_LINK_ROCE = 2 };
 /* Who may open a port for MADs (/dev/infiniband/umadN): rdma-core's udev
@@ -99,6 +105,12 @@ struct simf_node {
 	/* v2 */
 	uint32_t attach_seq;    /* attaches as this node so far (fault PRNG stream) */
 	int32_t pids[SIMF_NODE_PIDS]; /* processes attached as this node (0: free) */
+	/* v4: RoCE GIDs 1.. of the node: the IPv6 addresses (not link-local)
+	 * of the interface that holds its IPv4 address, in the network
+	 * namespace of the node's last process that read its GID table (the
+	 * kernel's roce_gid_mgmt adds a GID per address of a netdev); zero
+	 * entries unused. The fabric delivers datagrams to them too. */
+	uint8_t ip_gids[SIMF_IP_GIDS][16];
 };
 
 /* A fault rule: the first matching rule applies to a datagram. */
@@ -206,6 +218,8 @@ void simf_unlock(struct simf *f);
 int simf_node_by_name(const struct simf *f, const char *name);
 int simf_node_by_lid(const struct simf *f, uint16_t lid);
 int simf_node_by_gid(const struct simf *f, const uint8_t gid[16]);
+/* The GID node n sent from by its SIMF_RESV8A_SGID index (RoCE). */
+const uint8_t *simf_node_sgid(const struct simf *f, int n, unsigned sgid_index);
 /* Allocates a QPN on node n (>= 2). */
 uint32_t simf_alloc_qpn(struct simf *f, int n);
 uint16_t simf_qp_port(uint32_t qpn);   /* SIMF_QP_PORT_BASE + qpn */

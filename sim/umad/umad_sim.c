@@ -1023,6 +1023,8 @@ static int send_locked(struct uport *up, struct ib_user_mad *m, size_t length)
 	qpn = be32toh(m->addr.qpn) & 0xFFFFFF;
 	build_pkt(pkt, m->addr.sl, roce() || m->addr.grh_present, me->pkeys[m->addr.pkey_index], qpn,
 		  up->psn++, ag->qpn ? QKEY_GSI : 0, ag->qpn, mad);
+	if (roce())
+		pkt[4] = SIMF_RESV8A_SET_SGID(pkt[4], m->addr.gid_index);
 	e = xmit(up, &m->addr, pkt, &dst, &unserved);
 	if (e)
 		return e;
@@ -1101,9 +1103,16 @@ static void fill_rx_addr(ib_mad_addr_t *a, int src, uint32_t src_qp, uint8_t res
 	a->pkey_index = (uint16_t)pkey_index;
 	if (roce() || SIMF_RESV8A_GRH(resv8a)) {
 		a->grh_present = 1;
-		a->gid_index = 0;
+		/* the local GID the MAD was sent to: RoCEv2 puts source and
+		 * destination in one IP header, so an IPv6 source came to our
+		 * (first) IPv6 GID; the sim carries no DGID index */
+		a->gid_index = roce() && SIMF_RESV8A_SGID(resv8a) &&
+					       simf_node_sgid(G.f, G.self, 1) != node(G.self)->gid
+				       ? 1
+				       : 0;
 		a->hop_limit = roce() ? 64 : 0xFF;
-		memcpy(a->gid, node(src)->gid, 16);
+		memcpy(a->gid, roce() ? simf_node_sgid(G.f, src, SIMF_RESV8A_SGID(resv8a)) : node(src)->gid,
+		       16);
 	}
 }
 

@@ -124,6 +124,8 @@ static size_t bth(uint8_t *p, const struct sv_qp *q, uint8_t opcode, uint32_t dq
 	b.pad = (uint8_t)((4 - payload % 4) % 4);
 	b.tver = 0;
 	b.resv8a = SIMF_RESV8A(av ? av->sl : 0, grh);
+	if (av && q->ctx->link == SIMF_LINK_ROCE)
+		b.resv8a = SIMF_RESV8A_SET_SGID(b.resv8a, av->grh.sgid_index);
 	b.pkey = qp_pkey(q);
 	b.dest_qp = dqpn & 0xFFFFFF;
 	b.ack_req = (uint8_t)!!ackreq;

@@ -421,13 +421,56 @@ SV_EXPORT int ibv_query_port(struct ibv_context *context, uint8_t port_num,
 }
 SV_COMPAT_1_0(ibv_query_port)
 
+/* RoCE: the node's IPv6 GIDs (GIDs 1..): the IPv6 addresses, link-local
+ * ones aside, of the interface holding the node's IPv4 address in this
+ * process's network namespace, as the kernel adds a GID for each address
+ * of a RoCE netdev. Published in the fabric state (ip_gids) so that the
+ * fabric delivers datagrams to them. Their count; *ndev the interface. */
+static int ip6_gids(struct sv_ctx *c, uint8_t out[SIMF_IP_GIDS][16], unsigned *ndev)
+{
+	struct simf_node *nd = &c->f->st->nodes[c->node];
+	struct ifaddrs *ifs, *i;
+	char ifname[IF_NAMESIZE + 1] = "";
+	int n = 0;
+
+	memset(out, 0, SIMF_IP_GIDS * 16);
+	*ndev = 0;
+	if (c->link != SIMF_LINK_ROCE || getifaddrs(&ifs) < 0)
+		return 0;
+	for (i = ifs; i && !ifname[0]; i = i->ifa_next) {
+		const struct sockaddr_in *s = (const struct sockaddr_in *)i->ifa_addr;
+
+		if (s && s->sin_family == AF_INET && !memcmp(&s->sin_addr, nd->gid + 12, 4))
+			snprintf(ifname, sizeof(ifname), "%s", i->ifa_name);
+	}
+	for (i = ifs; i && ifname[0] && n < SIMF_IP_GIDS; i = i->ifa_next) {
+		const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)i->ifa_addr;
+
+		if (!s || s->sin6_family != AF_INET6 || strcmp(i->ifa_name, ifname) ||
+		    IN6_IS_ADDR_LINKLOCAL(&s->sin6_addr))
+			continue;
+		memcpy(out[n++], &s->sin6_addr, 16);
+	}
+	freeifaddrs(ifs);
+	if (ifname[0])
+		*ndev = if_nametoindex(ifname);
+	if (n && memcmp(nd->ip_gids, out, SIMF_IP_GIDS * 16))
+		memcpy(nd->ip_gids, out, SIMF_IP_GIDS * 16);
+	return n;
+}
+
 static int gid_entry(struct sv_ctx *c, unsigned idx, union ibv_gid *gid)
 {
+	uint8_t g6[SIMF_IP_GIDS][16];
+	unsigned ndev;
+
 	memset(gid, 0, sizeof(*gid));
 	if (idx >= SV_GID_TBL_LEN)
 		return -1;
 	if (idx == 0)
 		sv_node_gid(c, c->node, gid->raw);
+	else if (idx <= SIMF_IP_GIDS && (int)idx <= ip6_gids(c, g6, &ndev))
+		memcpy(gid->raw, g6[idx - 1], 16);
 	return 0;
 }
 
@@ -475,14 +518,22 @@ SV_EXPORT int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
 		return EINVAL;
 	if (gid_index >= SV_GID_TBL_LEN)
 		return EINVAL;
-	if (gid_index != 0)
-		return ENODATA;
 	memset(&e, 0, sizeof(e));
-	gid_entry(c, 0, &e.gid);
-	e.gid_index = 0;
+	if (gid_index != 0) {
+		uint8_t g6[SIMF_IP_GIDS][16];
+		unsigned ndev;
+
+		if (gid_index > SIMF_IP_GIDS || (int)gid_index > ip6_gids(c, g6, &ndev))
+			return ENODATA;
+		memcpy(e.gid.raw, g6[gid_index - 1], 16);
+		e.ndev_ifindex = ndev;
+	} else {
+		gid_entry(c, 0, &e.gid);
+		e.ndev_ifindex = c->link == SIMF_LINK_ROCE ? gid_ndev(e.gid.raw) : 0;
+	}
+	e.gid_index = gid_index;
 	e.port_num = 1;
 	e.gid_type = c->link == SIMF_LINK_ROCE ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_IB;
-	e.ndev_ifindex = c->link == SIMF_LINK_ROCE ? gid_ndev(e.gid.raw) : 0;
 	memcpy(entry, &e, sizeof(e));
 	return 0;
 }
@@ -495,9 +546,19 @@ SV_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *context,
 		return -EINVAL;
 	if (max_entries < 1)
 		return -EINVAL;
-	int r = _ibv_query_gid_ex(context, 1, 0, entries, 0, entry_size);
+	ssize_t n = 0;
 
-	return r ? -r : 1;
+	/* the valid entries: GID 0, then the IPv6 ones (RoCE) */
+	for (uint32_t i = 0; i <= SIMF_IP_GIDS && (size_t)n < max_entries; i++) {
+		int r = _ibv_query_gid_ex(context, 1, i, (struct ibv_gid_entry *)(void *)
+				((char *)entries + (size_t)n * entry_size), 0, entry_size);
+		if (r == ENODATA)
+			break;
+		if (r)
+			return -r;
+		n++;
+	}
+	return n;
 }
 
 /* IBVERBS_PRIVATE_34: type 0 = IB / RoCE v1, 1 = RoCE v2 (the sysfs enum). */

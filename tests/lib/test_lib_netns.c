@@ -63,6 +63,9 @@ static void net_up(void)
 	out = NULL;
 	int rc = lt_sh(&out,
 		       "set -e; A=%s; B=%s; ip netns add $B;"
+		       /* no Duplicate Address Detection: the links are usable at once */
+		       "for n in $A $B; do ip netns exec $n sysctl -qw net.ipv6.conf.all.accept_dad=0"
+		       "  net.ipv6.conf.default.accept_dad=0; done;"
 		       "ip link add ${A}a0 netns $A type veth peer name ${B}b0 netns $B;"
 		       "ip link add ${A}a1 netns $A type veth peer name ${B}b1 netns $B;"
 		       "ip -n $A addr add 127.10.0.1/24 dev ${A}a0; ip -n $B addr add 127.10.0.2/24 dev ${B}b0;"
@@ -241,4 +244,83 @@ Test(netns, rping_through_arp)
 	cr_expect_eq(st, 0, "rping -c exited %d:\n%s", st, out);
 	cr_expect(strstr(out, "rdma-ping-2"), "%s", out);
 	free(out);
+}
+
+/* Runs an unmodified server in B (node 2) and client in A (node 1); the
+ * client's output, its exit status in *st. */
+static char *pair(const char *server, const char *client, int *st)
+{
+	char *out = NULL;
+
+	lt_sh(NULL,
+	      "ip netns exec %s env USCM_SIM_NODE=node2 %s timeout 20 %s >%s/server.out 2>&1 &",
+	      nsb, lt_util_env(), server, getenv("USCM_SIM_DIR"));
+	for (int i = 0; i < 50; i++) {
+		free(out);
+		out = NULL;
+		*st = lt_sh(&out, "USCM_SIM_NODE=node1 %s timeout 20 %s 2>&1", lt_util_env(), client);
+		if (*st == 0 || !strstr(out, "REJECTED"))
+			break;
+		usleep(100 * 1000);
+	}
+	return out;
+}
+
+/* IPv6 end to end: the route and Neighbour Discovery choose a0 and its
+ * GID fd00::1 (the sim's GID table lists the interface's IPv6 addresses,
+ * as the kernel's does); unmodified rping -a fd00::2. */
+Test(netns, rping_ipv6)
+{
+	char *out;
+	int st;
+
+	if (lt_sh(NULL, "command -v rping >/dev/null") != 0)
+		tf_skip_missing("rping (Debian rdmacm-utils) is not installed");
+	net_up();
+	out = pair("rping -s -a fd00::2 -C 3 -v", "rping -c -a fd00::2 -C 3 -v", &st);
+	cr_expect_eq(st, 0, "rping -c -a fd00::2 exited %d:\n%s", st, out);
+	cr_expect(strstr(out, "rdma-ping-2"), "%s", out);
+	cr_expect(neigh_state(nsa, "fd00::2", "lladdr"), "Neighbour Discovery ran");
+	free(out);
+}
+
+/* IPv6: unmodified ucmatose, two connections. */
+Test(netns, ucmatose_ipv6)
+{
+	char *out;
+	int st;
+
+	if (lt_sh(NULL, "command -v ucmatose >/dev/null") != 0)
+		tf_skip_missing("ucmatose (Debian rdmacm-utils) is not installed");
+	net_up();
+	out = pair("ucmatose -b fd00::2 -c 2", "ucmatose -s fd00::2 -c 2", &st);
+	cr_expect_eq(st, 0, "ucmatose -s fd00::2 exited %d:\n%s", st, out);
+	cr_expect(strstr(out, "test complete"), "%s", out);
+	free(out);
+}
+
+/* IPv6 in this process: the source GID is the IPv6 one bound to a0. */
+Test(netns, resolve_ipv6)
+{
+	struct sockaddr_in6 dst = { .sin6_family = AF_INET6, .sin6_port = htons(7471) };
+	uint8_t want[16];
+	struct rdma_event_channel *ch;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	uint64_t call_ms, ev_ms;
+
+	net_up();
+	inet_pton(AF_INET6, "fd00::2", &dst.sin6_addr);
+	ch = rdma_create_event_channel();
+	cr_assert(ch);
+	ev = resolve(ch, &id, NULL, (struct sockaddr *)&dst, 3000, &call_ms, &ev_ms);
+	cr_assert_eq(ev->event, RDMA_CM_EVENT_ADDR_RESOLVED, "%s %d", rdma_event_str(ev->event),
+		     ev->status);
+	rdma_ack_cm_event(ev);
+	inet_pton(AF_INET6, "fd00::1", want);
+	cr_expect_arr_eq(id->route.addr.src_sin6.sin6_addr.s6_addr, want, 16);
+	cr_expect_arr_eq(id->route.addr.addr.ibaddr.sgid.raw, want, 16);
+	cr_expect_arr_eq(id->route.addr.addr.ibaddr.dgid.raw, dst.sin6_addr.s6_addr, 16);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
 }
