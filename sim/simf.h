@@ -23,7 +23,8 @@
  * the source address. What an IB LRH/GRH would add travels in BTH byte 4
  * (resv8a), which IBTA reserves and leaves out of the ICRC: bit 0 = "the
  * sender used a GRH" (the receiver synthesizes it from the node table for
- * IBV_WC_GRH; on RoCE it is always set), bits 7:4 = the SL. (BTH FECN/BECN,
+ * IBV_WC_GRH; on RoCE it is always set), bits 3:1 = the sender's source
+ * GID index on RoCE (SIMF_RESV8A_SGID), bits 7:4 = the SL. (BTH FECN/BECN,
  * bits 7 and 6 of that byte, are not used by the fabric: they alias SL bits
  * 3:2. Use SIMF_RESV8A() / SIMF_RESV8A_SL() / SIMF_RESV8A_GRH().)
  *
