@@ -14,7 +14,9 @@
  * (USCM_HOSTS names a missing one): the routing table decides.
  *
  * The test process itself becomes node 1 in namespace A; node 2's
- * programs (unmodified rping) run in B through `ip netns exec`. Skipped
+ * programs (unmodified rping) run in B through `ip netns exec`. In daemon
+ * mode (rping_ipv6_daemon) each node's uscmd is restarted in its node's
+ * namespace, where it resolves addresses. Skipped
  * only when this machine cannot create network namespaces (not root);
  * iproute2 missing is a missing prerequisite.
  */
@@ -45,7 +47,7 @@ TestSuite(netns, .fini = teardown, .timeout = 60);
 
 /* The two namespaces and their veths; the fabric (RoCE); this process
  * enters A as node 1. */
-static void net_up(void)
+static void net_up_mode(int daemon)
 {
 	char *out = NULL;
 	int pid = (int)getpid(), fd;
@@ -77,7 +79,34 @@ static void net_up(void)
 		       nsa, nsb);
 	cr_assert_eq(rc, 0, "namespace setup: %s", out);
 	free(out);
-	lt_fabric_start("roce", 2);
+	out = NULL;
+	/* IPv6 on a new interface is configured once the kernel's link watch
+	 * has run (up to a second after it came up): until its link-local and
+	 * multicast routes exist, Neighbour Solicitations and Advertisements
+	 * are not sent, and a test would measure the kernel's retransmission
+	 * (1 s). Wait for those routes on both sides. */
+	rc = lt_sh(&out,
+		   "ready() { ip -n $1 -6 route show table local | grep -q '^multicast ff00::/8' &&"
+		   "  ip -n $1 -6 route show | grep -q '^fe80::/64'; };"
+		   "for i in $(seq 1 60); do ready %s && ready %s && exit 0; sleep 0.05; done;"
+		   "ip -n %s -6 route show table all; exit 1",
+		   nsa, nsb, nsa);
+	cr_assert_eq(rc, 0, "IPv6 never came up on the veths: %s", out);
+	free(out);
+	if (daemon) {
+		/* each node's uscmd in the node's namespace: the resolution is
+		 * uscmd's, in the namespace it runs in */
+		lt_fabric_start_daemon("roce", 2);
+		for (int n = 1; n <= 2; n++) {
+			rc = lt_sh(&out, "ip netns exec %s %s/uscm-sim uscmd --dir %s node%d restart 2>&1",
+				   n == 1 ? nsa : nsb, lt_bin(), getenv("USCM_SIM_DIR"), n);
+			cr_assert_eq(rc, 0, "uscmd node%d in its namespace: %s", n, out);
+			free(out);
+			out = NULL;
+		}
+	} else {
+		lt_fabric_start("roce", 2);
+	}
 	setenv("USCM_HOSTS", "/nonexistent/uscm-no-hosts", 1);
 	snprintf(path, sizeof(path), "/run/netns/%s", nsa);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -85,6 +114,11 @@ static void net_up(void)
 	cr_assert_eq(setns(fd, CLONE_NEWNET), 0, "setns: %s", strerror(errno));
 	close(fd);
 	lt_node(1);
+}
+
+static void net_up(void)
+{
+	net_up_mode(0);
 }
 
 static struct sockaddr_in sin4(const char *ip)
@@ -284,6 +318,22 @@ Test(netns, rping_ipv6)
 	free(out);
 }
 
+/* The same in daemon mode: each node's uscmd runs in its namespace. */
+Test(netns, rping_ipv6_daemon)
+{
+	char *out;
+	int st;
+
+	if (lt_sh(NULL, "command -v rping >/dev/null") != 0)
+		tf_skip_missing("rping (Debian rdmacm-utils) is not installed");
+	net_up_mode(1);
+	out = pair("rping -s -a fd00::2 -C 3 -v", "rping -c -a fd00::2 -C 3 -v", &st);
+	cr_expect_eq(st, 0, "rping -c -a fd00::2 (daemon mode) exited %d:\n%s", st, out);
+	cr_expect(strstr(out, "rdma-ping-2"), "%s", out);
+	cr_expect(neigh_state(nsa, "fd00::2", "lladdr"), "Neighbour Discovery ran");
+	free(out);
+}
+
 /* IPv6: unmodified ucmatose, two connections. */
 Test(netns, ucmatose_ipv6)
 {
@@ -317,6 +367,9 @@ Test(netns, resolve_ipv6)
 	cr_assert_eq(ev->event, RDMA_CM_EVENT_ADDR_RESOLVED, "%s %d", rdma_event_str(ev->event),
 		     ev->status);
 	rdma_ack_cm_event(ev);
+	/* the solicitation leaves at once (not at the kernel's next
+	 * retransmission, a second later) */
+	cr_expect_lt(ev_ms, 900, "Neighbour Discovery took %llu ms", (unsigned long long)ev_ms);
 	inet_pton(AF_INET6, "fd00::1", want);
 	cr_expect_arr_eq(id->route.addr.src_sin6.sin6_addr.s6_addr, want, 16);
 	cr_expect_arr_eq(id->route.addr.addr.ibaddr.sgid.raw, want, 16);
