@@ -377,3 +377,70 @@ Test(netns, resolve_ipv6)
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);
 }
+
+/* Through a gateway: the neighbour resolved is the gateway's (B), the
+ * destination GID the destination's address. The route's preferred
+ * source decides the GID: the kernel prefers 10.99.0.1 (it avoids 127/8
+ * sources for such a route), which no GID of a0 holds — ENODEV, as the
+ * kernel's GID lookup by source address fails; with `src 127.10.0.1` on
+ * the route it resolves. */
+Test(netns, via_gateway)
+{
+	static const uint8_t dgid[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 20, 0, 5 };
+	struct sockaddr_in dst = sin4("127.20.0.5");
+	struct rdma_event_channel *ch;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	uint64_t call_ms, ev_ms;
+
+	net_up();
+	cr_assert_eq(lt_sh(NULL, "ip -n %s route add 127.20.0.0/24 via 127.10.0.2", nsa), 0);
+	ch = rdma_create_event_channel();
+	cr_assert(ch);
+	ev = resolve(ch, &id, NULL, (struct sockaddr *)&dst, 2000, &call_ms, &ev_ms);
+	cr_assert_eq(ev->event, RDMA_CM_EVENT_ADDR_ERROR, "%s", rdma_event_str(ev->event));
+	cr_expect_eq(ev->status, -ENODEV);
+	rdma_ack_cm_event(ev);
+	rdma_destroy_id(id);
+	cr_assert_eq(lt_sh(NULL, "ip -n %s route change 127.20.0.0/24 via 127.10.0.2 src 127.10.0.1",
+			   nsa),
+		     0);
+	ev = resolve(ch, &id, NULL, (struct sockaddr *)&dst, 2000, &call_ms, &ev_ms);
+	cr_assert_eq(ev->event, RDMA_CM_EVENT_ADDR_RESOLVED, "%s %d", rdma_event_str(ev->event),
+		     ev->status);
+	rdma_ack_cm_event(ev);
+	cr_expect(neigh_state(nsa, "127.10.0.2", "lladdr"), "the gateway was resolved");
+	cr_expect(!neigh_state(nsa, "127.20.0.5", "lladdr"), "not the destination");
+	cr_expect_arr_eq(id->route.addr.addr.ibaddr.dgid.raw, dgid, 16);
+	cr_expect_eq(id->route.addr.src_sin.sin_addr.s_addr, inet_addr("127.10.0.1"));
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+}
+
+/* Own addresses stay local (the route is local): IPv4 on GID 0, IPv6 on
+ * the GID holding it. */
+Test(netns, own_addresses)
+{
+	struct sockaddr_in dst = sin4("127.10.0.1");
+	struct sockaddr_in6 dst6 = { .sin6_family = AF_INET6, .sin6_port = htons(7471) };
+	struct rdma_event_channel *ch;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	uint64_t call_ms, ev_ms;
+
+	net_up();
+	ch = rdma_create_event_channel();
+	cr_assert(ch);
+	ev = resolve(ch, &id, NULL, (struct sockaddr *)&dst, 2000, &call_ms, &ev_ms);
+	cr_assert_eq(ev->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+	rdma_ack_cm_event(ev);
+	cr_expect_arr_eq(id->route.addr.addr.ibaddr.dgid.raw, id->route.addr.addr.ibaddr.sgid.raw, 16);
+	rdma_destroy_id(id);
+	inet_pton(AF_INET6, "fd00::1", &dst6.sin6_addr);
+	ev = resolve(ch, &id, NULL, (struct sockaddr *)&dst6, 2000, &call_ms, &ev_ms);
+	cr_assert_eq(ev->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+	rdma_ack_cm_event(ev);
+	cr_expect_arr_eq(id->route.addr.addr.ibaddr.dgid.raw, dst6.sin6_addr.s6_addr, 16);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+}
