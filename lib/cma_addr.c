@@ -301,8 +301,12 @@ static int ipoib_local_gid(const struct sockaddr *a, uint8_t gid[16])
 	return rc;
 }
 
-/* The local port that owns address a, or NULL. */
-static struct cma_port *local_port_of_addr(const struct sockaddr *a, int *gid_index)
+/* The local port that owns address a, or NULL. A loopback address that is
+ * none of ours maps to the first active port only when loopback_ok (a
+ * destination: the kernel's cma_resolve_loopback); a bind to it fails (see
+ * cma_bind_locked). */
+static struct cma_port *local_port_of_addr(const struct sockaddr *a, int *gid_index,
+					   int loopback_ok)
 {
 	uint8_t gid[16];
 	struct cma_port *p;
@@ -320,7 +324,7 @@ static struct cma_port *local_port_of_addr(const struct sockaddr *a, int *gid_in
 	ip_as_gid(a, gid);
 	if ((p = cma_port_of_gid(gid, gid_index)))
 		return p;
-	if (cma_addr_loopback(a) && (p = first_active_port())) {
+	if (loopback_ok && cma_addr_loopback(a) && (p = first_active_port())) {
 		*gid_index = 0;
 		return p;
 	}
@@ -331,6 +335,7 @@ void cma_set_bound_port(struct cma_id *id, struct cma_port *p)
 {
 	id->port = p;
 	id->id.verbs = p->dev->verbs;
+	id->id.pd = p->dev->pd; /* the device's PD, as librdmacm's ucma_get_device */
 	id->id.port_num = p->port_num;
 }
 
@@ -436,9 +441,19 @@ int cma_bind_locked(struct cma_id *id, const struct sockaddr *addr)
 	if (port && port < 1024 && !cma_caller_privileged())
 		return cma_fail(EACCES);
 	if (!cma_addr_any(addr)) {
-		p = local_port_of_addr(addr, &gid_index);
+		p = local_port_of_addr(addr, &gid_index, 0);
+		/* As the kernel: a loopback address is lo's, a netdev with no
+		 * RDMA port behind it (cma_acquire_dev_by_src_ip finds no GID
+		 * for it: ENODEV); an address no interface has is
+		 * EADDRNOTAVAIL (rdma_translate_ip), and so is another node's
+		 * address from the hosts file, even in 127/8 (the simulated
+		 * fabric's names). */
+		uint8_t gid[16];
+
 		if (!p)
-			return cma_fail(EADDRNOTAVAIL);
+			return cma_fail(cma_addr_loopback(addr) && cma_hosts_lookup(addr, gid) != 0
+						? ENODEV
+						: EADDRNOTAVAIL);
 	}
 	memset(&id->id.route.addr.src_storage, 0, sizeof(id->id.route.addr.src_storage));
 	memcpy(src, addr, (size_t)cma_addr_len(addr));
@@ -556,7 +571,7 @@ static int dst_gid(const struct sockaddr *dst, struct cma_port *bound, uint8_t g
 	if (cma_hosts_lookup(dst, gid) == 0)
 		return 0;
 	/* One of our own addresses (or loopback): the bound port or the first. */
-	if ((p = local_port_of_addr(dst, &idx))) {
+	if ((p = local_port_of_addr(dst, &idx, 1))) {
 		p = bound ? bound : p;
 		memcpy(gid, p->gids[bound ? 0 : idx].raw, 16);
 		return 0;

@@ -82,6 +82,8 @@ static void server(int mode, struct lt_pipes *p)
 	LT_CK(ev->listen_id == lid);
 	cid = ev->id;
 	LT_CK(cid != lid && cid->verbs && cid->port_num == 1);
+	/* librdmacm: a new id of a request has its device's PD */
+	LT_CK(cid->pd && cid->pd->context == cid->verbs);
 	LT_CK(cid->context == &tag);
 	/* The user's 56 bytes after the 36-byte CMA header. */
 	LT_CK(ev->param.conn.private_data_len == 56);
@@ -109,6 +111,7 @@ static void server(int mode, struct lt_pipes *p)
 	qa.sq_sig_all = 1;
 	LT_CK(rdma_create_qp(cid, NULL, &qa) == 0);
 	LT_CK(cid->qp && cid->send_cq && cid->recv_cq && cid->pd);
+	LT_CK(cid->qp->pd == cid->pd); /* rdma_create_qp(id, NULL): id->pd */
 	LT_CK((mr = rdma_reg_msgs(cid, buf, sizeof(buf))));
 	memset(buf, 0, sizeof(buf));
 	LT_CK(rdma_post_recv(cid, cid, buf, sizeof(buf), mr) == 0);
@@ -239,6 +242,94 @@ Test(conn, connect_send_disconnect)
 Test(conn_roce, connect_send_disconnect)
 {
 	connect_send_disconnect();
+}
+
+/* id->pd (librdmacm's ucma_get_device): set with id->verbs by a bind to a
+ * local address and by rdma_resolve_addr, the device's one PD shared by
+ * every id on it, usable at once with plain verbs (UCX's rdmacm CM makes
+ * its QPs with ibv_create_qp(id->pd, ...)); none on a wildcard bind.
+ * Loopback binds: 127.0.0.1 and ::1 belong to lo, which has no RDMA port,
+ * so the kernel's rdma_bind_addr fails with ENODEV (cma_acquire_dev_by_src_ip
+ * finds no GID) and the id stays idle, free to bind elsewhere. */
+static void pd_and_loopback_binds(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *a, *b, *c;
+	struct sockaddr_in local = lt_sin("127.10.0.1", 0), lo = lt_sin("127.0.0.1", PORT + 5),
+			   lo2 = lt_sin("127.0.0.2", PORT + 5), any = lt_sin("0.0.0.0", PORT + 5),
+			   dst = lt_sin("127.10.0.2", PORT);
+	struct sockaddr_in6 lo6;
+	struct ibv_qp_init_attr qa;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+
+	cr_assert(ch);
+	lt_node(1);
+	cr_assert_eq(rdma_create_id(ch, &a, NULL, RDMA_PS_TCP), 0);
+	cr_assert_null(a->pd);
+	cr_assert_eq(rdma_bind_addr(a, (struct sockaddr *)&local), 0, "%s", strerror(errno));
+	cr_assert(a->verbs);
+	cr_assert(a->pd, "a bound id has its device's PD");
+	cr_expect_eq(a->pd->context, a->verbs);
+
+	cr_assert_eq(rdma_create_id(ch, &b, NULL, RDMA_PS_TCP), 0);
+	cr_assert_eq(rdma_resolve_addr(b, NULL, (struct sockaddr *)&dst, 2000), 0);
+	rdma_ack_cm_event(lt_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 2000));
+	cr_assert(b->verbs);
+	cr_expect_eq(b->pd, a->pd, "one PD per device, shared by its ids");
+	/* what UCX does with it */
+	cq = ibv_create_cq(b->verbs, 4, NULL, NULL, 0);
+	cr_assert(cq);
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = qa.recv_cq = cq;
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 2;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	qa.qp_type = IBV_QPT_RC;
+	qp = ibv_create_qp(b->pd, &qa);
+	cr_assert(qp, "ibv_create_qp(id->pd): %s", strerror(errno));
+	cr_expect_eq(qp->pd, b->pd);
+	cr_expect_eq(ibv_destroy_qp(qp), 0);
+	cr_expect_eq(ibv_destroy_cq(cq), 0);
+
+	cr_assert_eq(rdma_create_id(ch, &c, NULL, RDMA_PS_TCP), 0);
+	errno = 0;
+	cr_expect_eq(rdma_bind_addr(c, (struct sockaddr *)&lo), -1, "a bind to 127.0.0.1");
+	cr_expect_eq(errno, ENODEV, "%s", strerror(errno));
+	errno = 0;
+	cr_expect_eq(rdma_bind_addr(c, (struct sockaddr *)&lo2), -1, "a bind to 127.0.0.2");
+	cr_expect_eq(errno, ENODEV, "%s", strerror(errno));
+	memset(&lo6, 0, sizeof(lo6));
+	lo6.sin6_family = AF_INET6;
+	lo6.sin6_port = htons(PORT + 5);
+	lo6.sin6_addr = in6addr_loopback;
+	errno = 0;
+	cr_expect_eq(rdma_bind_addr(c, (struct sockaddr *)&lo6), -1, "a bind to ::1");
+	cr_expect_eq(errno, ENODEV, "%s", strerror(errno));
+	cr_expect_null(c->verbs);
+	cr_expect_null(c->pd);
+	errno = 0;
+	cr_expect_eq(rdma_resolve_addr(c, (struct sockaddr *)&lo, (struct sockaddr *)&dst, 2000), -1,
+		     "a source of 127.0.0.1");
+	cr_expect_eq(errno, ENODEV, "%s", strerror(errno));
+	/* still idle: the port was not taken and the wildcard binds */
+	cr_assert_eq(rdma_bind_addr(c, (struct sockaddr *)&any), 0, "%s", strerror(errno));
+	cr_expect_null(c->verbs, "a wildcard binds no device");
+	cr_expect_null(c->pd);
+	cr_expect_eq(rdma_listen(c, 1), 0);
+	cr_expect_eq(rdma_destroy_id(c), 0);
+	cr_expect_eq(rdma_destroy_id(b), 0);
+	cr_expect_eq(rdma_destroy_id(a), 0);
+	rdma_destroy_event_channel(ch);
+}
+
+Test(conn, pd_and_loopback_binds)
+{
+	pd_and_loopback_binds();
+}
+
+Test(conn_roce, pd_and_loopback_binds)
+{
+	pd_and_loopback_binds();
 }
 
 static void reject_with_private_data(void)
