@@ -303,8 +303,8 @@ static int ipoib_local_gid(const struct sockaddr *a, uint8_t gid[16])
 
 /* The local port that owns address a, or NULL. A loopback address that is
  * none of ours maps to the first active port only when loopback_ok (a
- * destination: the kernel's cma_resolve_loopback); a bind to it fails (see
- * cma_bind_locked). */
+ * destination: the kernel's cma_resolve_loopback); a bind to it binds no
+ * port (cma_bind_locked). */
 static struct cma_port *local_port_of_addr(const struct sockaddr *a, int *gid_index,
 					   int loopback_ok)
 {
@@ -391,7 +391,7 @@ static int port_conflict(const struct cma_id *id, uint16_t port, int reuse)
 			continue;
 		if (id->afonly && o->afonly && a->sa_family != b->sa_family)
 			continue;
-		if (cma_addr_any(a) || cma_addr_any(b))
+		if (cma_addr_any(a) || id->loop_any || cma_addr_any(b) || o->loop_any)
 			return EADDRNOTAVAIL;
 		if (cma_addr_equal(a, b))
 			return EADDRINUSE;
@@ -433,28 +433,31 @@ int cma_bind_locked(struct cma_id *id, const struct sockaddr *addr)
 {
 	struct sockaddr *src = &id->id.route.addr.src_addr;
 	struct cma_port *p = NULL;
-	int gid_index = 0, e;
+	int gid_index = 0, e, wild;
 	uint16_t port;
 
 	/* As the kernel's cma_get_port: a port below 1024 needs privilege. */
 	port = cma_addr_port(addr);
 	if (port && port < 1024 && !cma_caller_privileged())
 		return cma_fail(EACCES);
+	wild = 0;
 	if (!cma_addr_any(addr)) {
-		p = local_port_of_addr(addr, &gid_index, 0);
-		/* As the kernel: a loopback address is lo's, a netdev with no
-		 * RDMA port behind it (cma_acquire_dev_by_src_ip finds no GID
-		 * for it: ENODEV); an address no interface has is
-		 * EADDRNOTAVAIL (rdma_translate_ip), and so is another node's
-		 * address from the hosts file, even in 127/8 (the simulated
-		 * fabric's names). */
 		uint8_t gid[16];
 
-		if (!p)
-			return cma_fail(cma_addr_loopback(addr) && cma_hosts_lookup(addr, gid) != 0
-						? ENODEV
-						: EADDRNOTAVAIL);
+		p = local_port_of_addr(addr, &gid_index, 0);
+		/* As the kernel's rdma_bind_addr, whose cma_any_addr() counts a
+		 * loopback address as "any": 127/8 or ::1 binds no device (no
+		 * verbs, no PD) and listens on every device for every
+		 * destination address, like the wildcard — except an address
+		 * the hosts file names (the simulated fabric's node names are
+		 * in 127/8): ours binds its port, another node's is
+		 * EADDRNOTAVAIL. */
+		if (!p && cma_addr_loopback(addr) && cma_hosts_lookup(addr, gid) != 0)
+			wild = 1;
+		else if (!p)
+			return cma_fail(EADDRNOTAVAIL);
 	}
+	id->loop_any = wild;
 	memset(&id->id.route.addr.src_storage, 0, sizeof(id->id.route.addr.src_storage));
 	memcpy(src, addr, (size_t)cma_addr_len(addr));
 	port = cma_addr_port(addr);

@@ -44,14 +44,17 @@ TestSuite(conn_roce, .init = setup_roce, .fini = teardown, .timeout = 120);
 
 /* ---- the passive side (a child process: no Criterion asserts there) ------------ */
 
-enum srv_mode { SRV_ACCEPT, SRV_REJECT, SRV_OTHER_PORT, SRV_SIMUL, SRV_BACKLOG };
+enum srv_mode { SRV_ACCEPT, SRV_REJECT, SRV_OTHER_PORT, SRV_SIMUL, SRV_BACKLOG, SRV_LOOPBACK };
 
 static void server(int mode, struct lt_pipes *p)
 {
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *lid, *cid;
 	struct rdma_cm_event *ev;
-	struct sockaddr_in any = lt_sin("0.0.0.0", mode == SRV_OTHER_PORT ? PORT + 1 : PORT);
+	/* SRV_LOOPBACK: a listener bound to 127.0.0.1, which the kernel's
+	 * rdma_bind_addr treats as the wildcard (cma_any_addr) */
+	struct sockaddr_in any = lt_sin(mode == SRV_LOOPBACK ? "127.0.0.1" : "0.0.0.0",
+					mode == SRV_OTHER_PORT ? PORT + 1 : PORT);
 	struct ibv_qp_init_attr qa;
 	struct rdma_conn_param cp;
 	struct ibv_wc wc;
@@ -63,6 +66,7 @@ static void server(int mode, struct lt_pipes *p)
 	LT_CK((ch = rdma_create_event_channel()));
 	LT_CK(rdma_create_id(ch, &lid, &tag, RDMA_PS_TCP) == 0);
 	LT_CK(rdma_bind_addr(lid, (struct sockaddr *)&any) == 0);
+	LT_CK(!lid->verbs && !lid->pd); /* no device: as the wildcard */
 	LT_CK(rdma_listen(lid, mode == SRV_BACKLOG ? 1 : 4) == 0);
 	LT_CK(write(p->ready[1], "r", 1) == 1);
 	if (mode == SRV_BACKLOG) {
@@ -193,7 +197,7 @@ static struct rdma_conn_param hello(void)
 	return cp;
 }
 
-static void connect_send_disconnect(void)
+static void connect_send_disconnect_to(int mode)
 {
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id;
@@ -205,7 +209,7 @@ static void connect_send_disconnect(void)
 	char msg[8] = "ping!";
 	pid_t pid;
 
-	pid = lt_spawn(server, SRV_ACCEPT, &p);
+	pid = lt_spawn(server, mode, &p);
 	ch = rdma_create_event_channel();
 	cr_assert(ch, "%s", strerror(errno));
 	id = client_route(ch, PORT);
@@ -234,6 +238,24 @@ static void connect_send_disconnect(void)
 	lt_reap(pid);
 }
 
+static void connect_send_disconnect(void)
+{
+	connect_send_disconnect_to(SRV_ACCEPT);
+}
+
+/* A listener bound to 127.0.0.1 on node 2 takes a connection that node 1
+ * addresses to node 2's own address (kernel: cma_any_addr counts loopback
+ * as any; cma_match_private_data matches every destination). */
+Test(conn, loopback_listener_takes_remote_clients)
+{
+	connect_send_disconnect_to(SRV_LOOPBACK);
+}
+
+Test(conn_roce, loopback_listener_takes_remote_clients)
+{
+	connect_send_disconnect_to(SRV_LOOPBACK);
+}
+
 Test(conn, connect_send_disconnect)
 {
 	connect_send_disconnect();
@@ -248,15 +270,15 @@ Test(conn_roce, connect_send_disconnect)
  * local address and by rdma_resolve_addr, the device's one PD shared by
  * every id on it, usable at once with plain verbs (UCX's rdmacm CM makes
  * its QPs with ibv_create_qp(id->pd, ...)); none on a wildcard bind.
- * Loopback binds: 127.0.0.1 and ::1 belong to lo, which has no RDMA port,
- * so the kernel's rdma_bind_addr fails with ENODEV (cma_acquire_dev_by_src_ip
- * finds no GID) and the id stays idle, free to bind elsewhere. */
+ * Loopback binds: the kernel's rdma_bind_addr counts 127/8 and ::1 as
+ * "any" (cma_any_addr = cma_zero_addr || cma_loopback_addr): no device is
+ * attached and the port conflicts as a wildcard's does. */
 static void pd_and_loopback_binds(void)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
-	struct rdma_cm_id *a, *b, *c;
+	struct rdma_cm_id *a, *b, *c, *d;
 	struct sockaddr_in local = lt_sin("127.10.0.1", 0), lo = lt_sin("127.0.0.1", PORT + 5),
-			   lo2 = lt_sin("127.0.0.2", PORT + 5), any = lt_sin("0.0.0.0", PORT + 5),
+			   lo2 = lt_sin("127.0.0.2", PORT + 5), local5 = lt_sin("127.10.0.1", PORT + 5),
 			   dst = lt_sin("127.10.0.2", PORT);
 	struct sockaddr_in6 lo6;
 	struct ibv_qp_init_attr qa;
@@ -291,31 +313,32 @@ static void pd_and_loopback_binds(void)
 	cr_expect_eq(ibv_destroy_qp(qp), 0);
 	cr_expect_eq(ibv_destroy_cq(cq), 0);
 
+	/* 127.0.0.1 binds as the wildcard does: no device, and the port is
+	 * taken for every address (the kernel's cma_check_port) */
 	cr_assert_eq(rdma_create_id(ch, &c, NULL, RDMA_PS_TCP), 0);
+	cr_assert_eq(rdma_bind_addr(c, (struct sockaddr *)&lo), 0, "%s", strerror(errno));
+	cr_expect_null(c->verbs, "a loopback bind binds no device");
+	cr_expect_null(c->pd);
+	cr_expect_eq(c->port_num, 0);
+	cr_expect_eq(rdma_get_src_port(c), htons(PORT + 5));
+	cr_expect_eq(((struct sockaddr_in *)rdma_get_local_addr(c))->sin_addr.s_addr,
+		     htonl(INADDR_LOOPBACK));
+	cr_assert_eq(rdma_create_id(ch, &d, NULL, RDMA_PS_TCP), 0);
 	errno = 0;
-	cr_expect_eq(rdma_bind_addr(c, (struct sockaddr *)&lo), -1, "a bind to 127.0.0.1");
-	cr_expect_eq(errno, ENODEV, "%s", strerror(errno));
+	cr_expect_eq(rdma_bind_addr(d, (struct sockaddr *)&lo2), -1, "127.0.0.2, the same port");
+	cr_expect_eq(errno, EADDRNOTAVAIL, "%s", strerror(errno));
 	errno = 0;
-	cr_expect_eq(rdma_bind_addr(c, (struct sockaddr *)&lo2), -1, "a bind to 127.0.0.2");
-	cr_expect_eq(errno, ENODEV, "%s", strerror(errno));
+	cr_expect_eq(rdma_bind_addr(d, (struct sockaddr *)&local5), -1, "127.10.0.1, the same port");
+	cr_expect_eq(errno, EADDRNOTAVAIL, "%s", strerror(errno));
 	memset(&lo6, 0, sizeof(lo6));
 	lo6.sin6_family = AF_INET6;
-	lo6.sin6_port = htons(PORT + 5);
+	lo6.sin6_port = htons(PORT + 6);
 	lo6.sin6_addr = in6addr_loopback;
-	errno = 0;
-	cr_expect_eq(rdma_bind_addr(c, (struct sockaddr *)&lo6), -1, "a bind to ::1");
-	cr_expect_eq(errno, ENODEV, "%s", strerror(errno));
-	cr_expect_null(c->verbs);
-	cr_expect_null(c->pd);
-	errno = 0;
-	cr_expect_eq(rdma_resolve_addr(c, (struct sockaddr *)&lo, (struct sockaddr *)&dst, 2000), -1,
-		     "a source of 127.0.0.1");
-	cr_expect_eq(errno, ENODEV, "%s", strerror(errno));
-	/* still idle: the port was not taken and the wildcard binds */
-	cr_assert_eq(rdma_bind_addr(c, (struct sockaddr *)&any), 0, "%s", strerror(errno));
-	cr_expect_null(c->verbs, "a wildcard binds no device");
-	cr_expect_null(c->pd);
+	cr_expect_eq(rdma_bind_addr(d, (struct sockaddr *)&lo6), 0, "::1: %s", strerror(errno));
+	cr_expect_null(d->verbs);
+	cr_expect_null(d->pd);
 	cr_expect_eq(rdma_listen(c, 1), 0);
+	cr_expect_eq(rdma_destroy_id(d), 0);
 	cr_expect_eq(rdma_destroy_id(c), 0);
 	cr_expect_eq(rdma_destroy_id(b), 0);
 	cr_expect_eq(rdma_destroy_id(a), 0);
