@@ -3,7 +3,7 @@
  *
  *   uscm-sim start [--dir D] [--nodes N] [--link ib|roce] [--seed S]
  *                  [--pcap FILE] [--fault SPEC]... [--no-uscmd]
- *                  [--umad-access root|all] [-v]              (alias: up)
+ *                  [--umad-access root|all] [--netns] [-v]    (alias: up)
  *   uscm-sim stop [--dir D]                                     (alias: down)
  *   uscm-sim status [--dir D]
  *   uscm-sim env [--dir D] [--node NAME]
@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,7 @@ struct opts {
 	int nfaults;
 	int verbose;
 	int no_uscmd;           /* --no-uscmd */
+	int netns;              /* --netns */
 	enum simf_umad_access umad_access;
 	int start_opts;         /* any start-only option given */
 };
@@ -61,10 +63,12 @@ static void usage_to(FILE *out, int rc)
 	fprintf(out,
 		"usage: uscm-sim COMMAND [options]\n"
 		"  start [--dir D] [--nodes N] [--link ib|roce] [--seed S] [--pcap FILE]\n"
-		"        [--fault SPEC]... [--no-uscmd] [--umad-access root|all] [-v]\n"
+		"        [--fault SPEC]... [--no-uscmd] [--umad-access root|all] [--netns] [-v]\n"
 		"                                   start a fabric (default 2 nodes, IB) and one uscmd\n"
 		"                                   (host service) per node            (alias: up)\n"
 		"        --no-uscmd                 no uscmd (in-process programs own the CM agents)\n"
+		"        --netns                    the fabric in a network namespace of its own with an\n"
+		"                                   interface uscm<i> holding 127.10.0.i per node (root, ip)\n"
 		"        --umad-access root|all     who may open /dev/infiniband/umadN (default root,\n"
 		"                                   as on a real host; verbs are open to every user)\n"
 		"  stop [--dir D]                   stop the uscmds, then the SM and every node\n"
@@ -164,6 +168,9 @@ static int parse_opts(int argc, char **argv, int i, struct opts *o)
 				exit(2);
 			}
 			o->faults[o->nfaults++] = argv[++i];
+			o->start_opts = 1;
+		} else if (strcmp(a, "--netns") == 0) {
+			o->netns = 1;
 			o->start_opts = 1;
 		} else if (strcmp(a, "--no-uscmd") == 0) {
 			o->no_uscmd = 1; /* run on a running fabric: no USCM_SOCKET */
@@ -406,7 +413,7 @@ static void terminate(pid_t *pids, int n)
 
 static void remove_state(const char *dir)
 {
-	static const char *const files[] = { "fabric.state", "hosts", "sm.log" };
+	static const char *const files[] = { "fabric.state", "hosts", "sm.log", "netns" };
 	static const char *const node_files[] = { "uscmd.sock", "uscmd.log" };
 	char p[PATH_MAX + 64];
 
@@ -702,6 +709,107 @@ static uint32_t fnv1a(const char *s)
 	return h;
 }
 
+/* ---- --netns: the fabric in a network namespace of its own ------------------------
+ *
+ * Programs such as libfabric's verbs provider find an RDMA device through
+ * the IP interface that carries its address (getifaddrs, loopback
+ * interfaces skipped) — an IPoIB or RoCE netdev on a real host. With
+ * --netns, `start` moves itself into a new network namespace (lo up) that
+ * gets one interface per node, uscm<i> (a veth pair, uscm<i> and its peer
+ * uscm<i>p, both up: a carrier, so IFF_RUNNING too), holding that node's
+ * address 127.10.0.i/32; the SM and the uscmds inherit the namespace, so
+ * the transport (127.77.<inst>.0/24 on that namespace's lo) is all
+ * inside it. D/netns records it; `run` and `uscmd` join it (setns into the
+ * SM's namespace) before they start a program. Needs root (CAP_SYS_ADMIN,
+ * CAP_NET_ADMIN) and iproute2's `ip`. docs/sim.md, "Network namespace". */
+
+/* Runs `ip ARGS...` quietly; 0 on success. */
+static int run_ip(const char *a1, const char *a2, const char *a3, const char *a4,
+		  const char *a5, const char *a6, const char *a7, const char *a8)
+{
+	const char *argv[] = { "ip", a1, a2, a3, a4, a5, a6, a7, a8, NULL };
+	int st = 0;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int nul = open("/dev/null", O_WRONLY);
+
+		if (nul >= 0)
+			dup2(nul, 1);
+		execvp("ip", (char *const *)argv);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+static int write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), ok;
+
+	if (fd < 0)
+		return -1;
+	ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+	close(fd);
+	return ok ? 0 : -1;
+}
+
+static int netns_create(unsigned nodes)
+{
+	if (unshare(CLONE_NEWNET) < 0) {
+		fprintf(stderr, "uscm-sim: --netns: unshare(CLONE_NEWNET): %s\n", strerror(errno));
+		return -1;
+	}
+	/* no IPv6 link-local addresses on the node interfaces: one address
+	 * per node, as the hosts file has */
+	write_file("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1");
+	if (run_ip("link", "set", "lo", "up", NULL, NULL, NULL, NULL) < 0) {
+		fprintf(stderr, "uscm-sim: --netns: `ip link set lo up` failed (iproute2 installed?)\n");
+		return -1;
+	}
+	for (unsigned i = 1; i <= nodes; i++) {
+		char name[16], peer[16], addr[32];
+
+		snprintf(name, sizeof(name), "uscm%u", i);
+		snprintf(peer, sizeof(peer), "uscm%up", i);
+		snprintf(addr, sizeof(addr), "127.10.0.%u/32", i);
+		if (run_ip("link", "add", "name", name, "type", "veth", "peer", peer) < 0 ||
+		    run_ip("addr", "add", addr, "dev", name, NULL, NULL, NULL) < 0 ||
+		    run_ip("link", "set", peer, "up", NULL, NULL, NULL, NULL) < 0 ||
+		    run_ip("link", "set", name, "up", NULL, NULL, NULL, NULL) < 0) {
+			fprintf(stderr, "uscm-sim: --netns: cannot make interface %s (%s)\n", name, addr);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Joins the fabric's network namespace when it has one (D/netns): the
+ * namespace of its SM. 0 when there is none or it was joined. */
+static int netns_join(struct simf *f)
+{
+	char marker[PATH_MAX + 8], ns[64];
+	int fd;
+
+	snprintf(marker, sizeof(marker), "%s/netns", f->dir);
+	if (access(marker, F_OK) < 0)
+		return 0;
+	snprintf(ns, sizeof(ns), "/proc/%d/ns/net", (int)f->st->keeper_pid);
+	fd = open(ns, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
+		fprintf(stderr, "uscm-sim: cannot join the fabric's network namespace (%s): %s\n", ns,
+			strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
 /* Claims a free transport subnet 127.77.<inst>.0/24 by binding node 0's
  * QP1 address; the SM process inherits and keeps the socket. */
 static int claim_instance(const char *absdir, unsigned *inst)
@@ -836,6 +944,26 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 				return 1;
 			if (snprintf(pcap, sizeof(pcap), "%s/%s", cwd, o->pcap) >= (int)sizeof(pcap))
 				return 1;
+		}
+	}
+	{
+		char marker[PATH_MAX + 8];
+
+		snprintf(marker, sizeof(marker), "%s/netns", absdir);
+		unlink(marker);
+		if (o->netns) {
+			int fd;
+
+			if (netns_create(o->nodes ? o->nodes : 2) < 0)
+				return 1;
+			fd = open(marker, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+			if (fd < 0) {
+				fprintf(stderr, "uscm-sim: %s: %s\n", marker, strerror(errno));
+				return 1;
+			}
+			if (write(fd, "uscm<i>: 127.10.0.<i>/32\n", 26) != 26)
+				fprintf(stderr, "uscm-sim: %s: short write\n", marker);
+			close(fd);
 		}
 	}
 	claim = claim_instance(absdir, &inst);
@@ -1247,6 +1375,10 @@ static int cmd_uscmd(const struct opts *o, int argc, char **argv, int i)
 		return 1;
 	}
 	simf_uscmd_path(f, n, "uscmd.sock", sock, sizeof(sock));
+	if ((strcmp(act, "start") == 0 || strcmp(act, "restart") == 0) && netns_join(f) < 0) {
+		simf_detach(f);
+		return 1;
+	}
 	if (strcmp(act, "kill") == 0) {
 		pid_t pid = simf_uscmd_pid(f, n);
 
@@ -1351,6 +1483,10 @@ static int cmd_run(const struct opts *o, int argc, char **argv, int i)
 		if (o->node && !o->no_uscmd)
 			node_socket(f, simf_node_by_name(f, o->node), sock, sizeof(sock));
 		set_env(f->dir, o->node, o->node || o->no_uscmd ? sock : NULL);
+		if (netns_join(f) < 0) {
+			simf_detach(f);
+			return 1;
+		}
 		simf_detach(f);
 		execvp(argv[i], argv + i);
 		fprintf(stderr, "uscm-sim: %s: %s\n", argv[i], strerror(errno));
