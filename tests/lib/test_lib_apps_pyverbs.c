@@ -24,7 +24,7 @@ static void cm_pair(const char *link)
 
 	if (lt_sh(NULL, "/usr/bin/python3 -c 'import pyverbs.cmid' >/dev/null 2>&1") != 0)
 		tf_skip_missing("pyverbs (Debian python3-pyverbs) is not installed");
-	lt_fabric_start(link, 2);
+	app_fabric_start(link, 0);
 	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/tests/lib/pyverbs_cm.py server 127.10.0.1 7471",
 		 app_srcdir());
 	app_server(1, 30, cmd);
