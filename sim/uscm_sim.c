@@ -3,7 +3,8 @@
  *
  *   uscm-sim start [--dir D] [--nodes N] [--link ib|roce] [--seed S]
  *                  [--pcap FILE] [--fault SPEC]... [--no-uscmd]
- *                  [--umad-access root|all] [--netns] [-v]    (alias: up)
+ *                  [--umad-access root|all] [--netns] [--dev-infiniband] [-v]
+ *                                                               (alias: up)
  *   uscm-sim stop [--dir D]                                     (alias: down)
  *   uscm-sim status [--dir D]
  *   uscm-sim env [--dir D] [--node NAME]
@@ -26,7 +27,9 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <dirent.h>
 #include <sched.h>
+#include <sys/mount.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +57,7 @@ struct opts {
 	int verbose;
 	int no_uscmd;           /* --no-uscmd */
 	int netns;              /* --netns */
+	int devib;              /* --dev-infiniband */
 	enum simf_umad_access umad_access;
 	int start_opts;         /* any start-only option given */
 };
@@ -63,12 +67,15 @@ static void usage_to(FILE *out, int rc)
 	fprintf(out,
 		"usage: uscm-sim COMMAND [options]\n"
 		"  start [--dir D] [--nodes N] [--link ib|roce] [--seed S] [--pcap FILE]\n"
-		"        [--fault SPEC]... [--no-uscmd] [--umad-access root|all] [--netns] [-v]\n"
+		"        [--fault SPEC]... [--no-uscmd] [--umad-access root|all] [--netns]\n"
+		"        [--dev-infiniband] [-v]\n"
 		"                                   start a fabric (default 2 nodes, IB) and one uscmd\n"
 		"                                   (host service) per node            (alias: up)\n"
 		"        --no-uscmd                 no uscmd (in-process programs own the CM agents)\n"
 		"        --netns                    the fabric in a network namespace of its own with an\n"
 		"                                   interface uscm<i> holding 127.10.0.i per node (root, ip)\n"
+		"        --dev-infiniband           run gives programs a private /dev with\n"
+		"                                   /dev/infiniband/uverbs0 (root; UCX looks for it)\n"
 		"        --umad-access root|all     who may open /dev/infiniband/umadN (default root,\n"
 		"                                   as on a real host; verbs are open to every user)\n"
 		"  stop [--dir D]                   stop the uscmds, then the SM and every node\n"
@@ -168,6 +175,9 @@ static int parse_opts(int argc, char **argv, int i, struct opts *o)
 				exit(2);
 			}
 			o->faults[o->nfaults++] = argv[++i];
+			o->start_opts = 1;
+		} else if (strcmp(a, "--dev-infiniband") == 0) {
+			o->devib = 1;
 			o->start_opts = 1;
 		} else if (strcmp(a, "--netns") == 0) {
 			o->netns = 1;
@@ -430,6 +440,8 @@ static void remove_state(const char *dir)
 		snprintf(p, sizeof(p), "%s/%s", dir, files[i]);
 		unlink(p);
 	}
+	snprintf(p, sizeof(p), "%s/dev.host", dir);
+	rmdir(p);
 	rmdir(dir); /* only when empty: a capture stays */
 }
 
@@ -709,6 +721,56 @@ static uint32_t fnv1a(const char *s)
 	return h;
 }
 
+/* ---- --dev-infiniband: a private /dev for the programs of `run` -----------------
+ *
+ * UCX (1.13) uses an RDMA device only when /dev/infiniband/<dev_name> is a
+ * character device it may read and write (uct_ib_device_is_accessible);
+ * a host without RDMA hardware has no /dev/infiniband. With
+ * --dev-infiniband (D/dev.host marks it and is a mount point), `run` moves
+ * its program into a mount namespace of its own (propagation private, so
+ * nothing leaks to the host) where the host's /dev is bind-mounted on
+ * D/dev.host and a tmpfs over /dev holds a symlink to every entry of it
+ * plus infiniband/uverbs0 -> the host's /dev/null: a character device open
+ * to all that the drop-in never opens (its device is the fabric). Needs
+ * root (CAP_SYS_ADMIN). */
+static int devib_enter(const char *dir)
+{
+	char host[PATH_MAX + 16], src[2 * PATH_MAX], dst[PATH_MAX];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(host, sizeof(host), "%s/dev.host", dir);
+	if (access(host, F_OK) < 0)
+		return 0;
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("/dev", host, NULL, MS_BIND | MS_REC, NULL) < 0 ||
+	    mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755") < 0) {
+		fprintf(stderr, "uscm-sim: --dev-infiniband: cannot make a private /dev: %s\n",
+			strerror(errno));
+		return -1;
+	}
+	d = opendir(host);
+	if (!d) {
+		fprintf(stderr, "uscm-sim: %s: %s\n", host, strerror(errno));
+		return -1;
+	}
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(src, sizeof(src), "%s/%s", host, e->d_name);
+		snprintf(dst, sizeof(dst), "/dev/%s", e->d_name);
+		if (symlink(src, dst) < 0)
+			fprintf(stderr, "uscm-sim: symlink %s: %s\n", dst, strerror(errno));
+	}
+	closedir(d);
+	snprintf(src, sizeof(src), "%s/null", host);
+	if (mkdir("/dev/infiniband", 0755) < 0 || symlink(src, "/dev/infiniband/uverbs0") < 0) {
+		fprintf(stderr, "uscm-sim: /dev/infiniband/uverbs0: %s\n", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 /* ---- --netns: the fabric in a network namespace of its own ------------------------
  *
  * Programs such as libfabric's verbs provider find an RDMA device through
@@ -951,6 +1013,13 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 
 		snprintf(marker, sizeof(marker), "%s/netns", absdir);
 		unlink(marker);
+		snprintf(marker, sizeof(marker), "%s/dev.host", absdir);
+		rmdir(marker);
+		if (o->devib && mkdir(marker, 0755) < 0) {
+			fprintf(stderr, "uscm-sim: %s: %s\n", marker, strerror(errno));
+			return 1;
+		}
+		snprintf(marker, sizeof(marker), "%s/netns", absdir);
 		if (o->netns) {
 			int fd;
 
@@ -1483,7 +1552,7 @@ static int cmd_run(const struct opts *o, int argc, char **argv, int i)
 		if (o->node && !o->no_uscmd)
 			node_socket(f, simf_node_by_name(f, o->node), sock, sizeof(sock));
 		set_env(f->dir, o->node, o->node || o->no_uscmd ? sock : NULL);
-		if (netns_join(f) < 0) {
+		if (netns_join(f) < 0 || devib_enter(f->dir) < 0) {
 			simf_detach(f);
 			return 1;
 		}
@@ -1521,6 +1590,8 @@ static int cmd_run(const struct opts *o, int argc, char **argv, int i)
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGHUP, SIG_DFL);
 		set_env(absdir, o->node, o->node || o->no_uscmd ? run_sock : NULL);
+		if (devib_enter(absdir) < 0)
+			_exit(1);
 		execvp(argv[i], argv + i);
 		fprintf(stderr, "uscm-sim: %s: %s\n", argv[i], strerror(errno));
 		_exit(127);
