@@ -110,7 +110,12 @@ Test(ucx, ucp_client_server_through_rdmacm)
 	cr_assert_eq(rc, 0, "cannot build ucp_client_server:\n%s", out);
 	free(out);
 	out = NULL;
-	snprintf(cmd, sizeof(cmd), TLS " stdbuf -oL %s/ucp_cs -c tag", lt_dir);
+	/* its stdout line-buffered as stdbuf -oL does (_STDBUF_O + libstdbuf),
+	 * with libstdbuf after whatever is preloaded (ASan's runtime first) */
+	snprintf(cmd, sizeof(cmd),
+		 "sh -c 'LD_PRELOAD=\"${LD_PRELOAD:+$LD_PRELOAD }/usr/libexec/coreutils/libstdbuf.so\""
+		 " _STDBUF_O=L UCX_TLS=rc_verbs,ud_verbs,self exec %s/ucp_cs -c tag'",
+		 lt_dir);
 	app_server(1, 60, cmd);
 	if (!app_server_says("server is listening", 20000)) {
 		sout = app_server_out();
