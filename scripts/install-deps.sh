@@ -12,6 +12,7 @@ PKGS=(
   infiniband-diags ibverbs-utils rdmacm-utils  # unmodified clients run on sim/
   chromium                      # renders uscm-decode's ladder SVG in a test (headless)
   valgrind                      # leak check of an unmodified client (fault matrix)
+  perftest qperf                # unmodified verbs benchmarks over rdma_cm on sim/ (test_lib_apps_perftest)
 )
 
 missing=()
