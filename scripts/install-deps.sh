@@ -16,6 +16,7 @@ PKGS=(
   iproute2                      # `ip` for uscm-sim --netns (a node interface libfabric and UCX look for)
   python3-pyverbs               # pyverbs CMID client/server (tests/lib/test_lib_apps_pyverbs.c)
   ucx-utils libucx-dev          # ucx_info / ucx_perftest / a UCP client-server (tests/lib/test_lib_apps_ucx.c)
+  perftest qperf                # unmodified verbs benchmarks over rdma_cm on sim/ (test_lib_apps_perftest)
 )
 
 missing=()
