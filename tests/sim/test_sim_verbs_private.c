@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/test_skip.h"
@@ -206,4 +207,83 @@ Test(sim_verbs_private, kern_abi_copies)
 	memset(&kp2, 0, sizeof(kp2));
 	ibv_copy_path_rec_to_kern(&kp2, &p);
 	cr_expect_eq(memcmp(&kp, &kp2, sizeof(kp)), 0, "the round trip keeps every field");
+}
+
+/* ---- programs that link a provider load over the drop-in ---------------------- */
+
+/* Runs `cmd` (shell) with LD_LIBRARY_PATH = the drop-in's directory; fails
+ * on a dynamic-linker error (before sv_private.c: "symbol lookup error:
+ * ... libefa.so.1: undefined symbol: ibv_cmd_destroy_cq, version
+ * IBVERBS_PRIVATE_34"); returns the exit status, the output in *out. */
+static int run_over_dropin(const char *bin, const char *pkg, const char *cmd, char **out)
+{
+	Dl_info di;
+	char dir[512], sh[1024], *slash;
+	size_t len = 0;
+	FILE *p, *m;
+	int st;
+
+	if (access(bin, X_OK) != 0)
+		tf_skip_missing("%s (Debian %s) is not installed", bin, pkg);
+	cr_assert(dladdr((void *)ibv_get_device_list, &di) && di.dli_fname);
+	snprintf(dir, sizeof(dir), "%s", di.dli_fname);
+	slash = strrchr(dir, '/');
+	cr_assert(slash);
+	*slash = 0;
+	/* no fabric: the drop-in lists no device, which is all a load needs */
+	snprintf(sh, sizeof(sh), "env -u USCM_SIM_NODE LD_LIBRARY_PATH='%s' %s 2>&1", dir, cmd);
+	p = popen(sh, "r");
+	cr_assert(p);
+	m = open_memstream(out, &len);
+	cr_assert(m);
+	for (int c; (c = fgetc(p)) != EOF;)
+		fputc(c, m);
+	fclose(m);
+	st = pclose(p);
+	cr_expect(!strstr(*out, "undefined symbol") && !strstr(*out, "symbol lookup error") &&
+		  !strstr(*out, "error while loading shared libraries"),
+		  "%s does not load over the drop-in:\n%s", cmd, *out);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+Test(sim_verbs_private, perftest_loads)
+{
+	char *out = NULL;
+
+	run_over_dropin("/usr/bin/ib_send_lat", "perftest", "/usr/bin/ib_send_lat -h", &out);
+	cr_expect(strstr(out, "Usage:"), "%s", out); /* perftest exits 1 after its usage */
+	free(out);
+}
+
+Test(sim_verbs_private, fi_info_loads)
+{
+	char *out = NULL;
+
+	cr_expect_eq(run_over_dropin("/usr/bin/fi_info", "libfabric-bin", "/usr/bin/fi_info -l", &out), 0,
+		     "%s", out);
+	/* (verbs itself is listed only where there is a device) */
+	cr_expect(strstr(out, "version:"), "fi_info -l lists no provider:\n%s", out);
+	free(out);
+}
+
+Test(sim_verbs_private, ucx_info_loads)
+{
+	char *out = NULL;
+
+	cr_expect_eq(run_over_dropin("/usr/bin/ucx_info", "ucx-utils", "/usr/bin/ucx_info -v", &out), 0,
+		     "%s", out);
+	free(out);
+}
+
+Test(sim_verbs_private, pyverbs_loads)
+{
+	char *out = NULL;
+
+	if (system("/usr/bin/python3 -c 'import importlib.util,sys; "
+		   "sys.exit(importlib.util.find_spec(\"pyverbs\") is None)' 2>/dev/null") != 0)
+		tf_skip_missing("pyverbs (Debian python3-pyverbs) is not installed");
+	cr_expect_eq(run_over_dropin("/usr/bin/python3", "python3-pyverbs",
+				     "/usr/bin/python3 -c 'import pyverbs.device'", &out),
+		     0, "%s", out);
+	free(out);
 }
