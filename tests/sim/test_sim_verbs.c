@@ -393,6 +393,9 @@ static int post_send(struct ep *e, enum ibv_wr_opcode op, uint64_t id, size_t of
 
 /* ---- device and port ------------------------------------------------------------------ */
 
+/* IBVERBS_PRIVATE_34 (sim/verbs/sv_private.c) */
+struct ibv_context *verbs_open_device(struct ibv_device *device, void *private_data);
+
 static void child_query_ib(int fd, void *arg)
 {
 	struct ibv_device **l;
@@ -469,6 +472,13 @@ static void child_query_ib(int fd, void *arg)
 	CHK(strcmp(ibv_wc_status_str(IBV_WC_RETRY_EXC_ERR), "transport retry counter exceeded") == 0);
 	CHK(strcmp(ibv_port_state_str(IBV_PORT_ACTIVE), "PORT_ACTIVE") == 0);
 	CHK(ibv_rate_to_mult(IBV_RATE_10_GBPS) == 4 && ibv_rate_to_mbps(IBV_RATE_25_GBPS) == 25781);
+	/* IBVERBS_PRIVATE_34's verbs_open_device (mlx5dv_open_device's core)
+	 * opens the sim's device like ibv_open_device; the provider private
+	 * data has no provider to go to */
+	struct ibv_context *vc = verbs_open_device(l[0], NULL);
+
+	CHK(vc && vc->device == l[0] && ibv_query_port(vc, 1, &pa) == 0 && pa.lid != 0);
+	CHK(ibv_close_device(vc) == 0);
 	CHK(ibv_close_device(ctx) == 0);
 	ibv_free_device_list(l);
 }
