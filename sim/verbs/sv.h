@@ -21,18 +21,25 @@
 
 #define SV_EXPORT __attribute__((visibility("default")))
 
-/* Device limits (what query_device reports and create/modify enforce). */
-#define SV_MAX_QP 32768 /* a QP is a UDP socket: fds, and QPNs below SIMF_MAX_QPN, are the real limit */
-#define SV_MAX_QP_WR 16384
-#define SV_MAX_SGE 16
-#define SV_MAX_CQ 4096
-#define SV_MAX_CQE 65535
-#define SV_MAX_MR 65536
-#define SV_MAX_PD 4096
+/* Device limits (what query_device reports and create/modify enforce): those
+ * of a Mellanox ConnectX-6 (MT4123) as `ibv_devinfo -v` reports them on mlx5,
+ * except where the sim itself is the limit (QPs, P_Keys, multicast: see the
+ * comments and docs/sim.md). Rings (CQ, SQ, RQ, SRQ) are calloc'ed at their
+ * size: glibc maps a large one fresh and leaves it untouched, so a 262144-entry
+ * CQ costs address space, not memory, until completions fill it. */
+#define SV_MAX_QP 32768 /* CX-6: 262144; a QP is a UDP socket: fds, and QPNs below SIMF_MAX_QPN, are the real limit */
+#define SV_MAX_QP_WR 32768
+#define SV_MAX_SGE 30                 /* send and receive SGEs, and max_sge_rd */
+#define SV_MAX_SRQ_SGE 31
+#define SV_MAX_CQ 16777216
+#define SV_MAX_CQE 4194303
+#define SV_MAX_MR 16777215 /* CX-6: 16777216; keys are slot << 8 | tag with 24-bit slots, slot 0 unused */
+#define SV_MAX_PD 16777216
 #define SV_MAX_RD_ATOM 16
-#define SV_MAX_SRQ 1024
-#define SV_MAX_SRQ_WR 16384
-#define SV_MAX_AH 65536
+#define SV_MAX_SRQ 8388608
+#define SV_MAX_SRQ_WR 32767
+#define SV_MAX_AH 2147483647
+#define SV_LOCAL_CA_ACK_DELAY 16
 #define SV_MAX_INLINE 512
 #define SV_MIN_INLINE 64 /* inline capacity every send queue has */
 #define SV_MAX_MCAST_GRP SIMF_MAX_MCG
@@ -69,6 +76,11 @@ enum {
 
 struct sv_device {
 	struct ibv_device dev;        /* must be first */
+	/* Where rdma-core's struct verbs_device has its provider's ops: NULL, so
+	 * a provider's dv functions (mlx5dv_is_supported, ...) that a program
+	 * linking the provider calls see a device that is not theirs. */
+	const void *verbs_ops;
+	uint32_t magic;               /* SV_DEVICE_MAGIC */
 	int node;
 	uint64_t guid;                /* host order */
 };
@@ -149,7 +161,7 @@ struct sv_ah {
 struct sv_rwqe {
 	uint64_t wr_id;
 	int nsge;
-	struct ibv_sge sge[SV_MAX_SGE];
+	struct ibv_sge sge[SV_MAX_SRQ_SGE];
 };
 
 struct sv_swqe {
@@ -235,13 +247,19 @@ struct sv_qp {
 	uint64_t drops;               /* datagrams dropped: no receive (UD) */
 };
 
+#define SV_DEVICE_MAGIC 0x75736d76u /* "usmv" */
+
 /* ---- sv_device.c ---- */
+int sv_is_device(const struct ibv_device *device); /* one of ours */
 struct simf *sv_fabric_get(void);
 void sv_fabric_put(void);
 int sv_port_active_mtu(const struct sv_ctx *c);
 uint16_t sv_pkey(const struct sv_ctx *c, unsigned idx);
 void sv_node_gid(const struct sv_ctx *c, int node, uint8_t gid[16]);
 uint16_t sv_node_lid(const struct sv_ctx *c, int node);
+
+/* ---- sv_private.c ---- */
+unsigned sv_registered_drivers(void); /* providers that called verbs_register_driver_34 */
 
 /* ---- sv_res.c ---- */
 static inline struct sv_ctx *sv_ctx(struct ibv_context *c)

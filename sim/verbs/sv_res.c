@@ -691,7 +691,7 @@ SV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_
 	struct sv_srq *s;
 
 	if (!init->attr.max_wr || init->attr.max_wr > SV_MAX_SRQ_WR ||
-	    init->attr.max_sge > SV_MAX_SGE) {
+	    init->attr.max_sge > SV_MAX_SRQ_SGE) {
 		errno = EINVAL;
 		return NULL;
 	}
