@@ -1003,12 +1003,26 @@ static uint16_t ip_csum(const uint8_t *h, size_t n)
 
 /* The 40 bytes a UD receive buffer starts with: an IB GRH, or on RoCEv2
  * (IPv4-mapped GIDs) 20 zero bytes and the IPv4 header. */
-static void make_grh(struct sv_ctx *c, uint8_t g[40], int src, const uint8_t dgid[16], size_t pktlen)
+static void make_grh(struct sv_ctx *c, uint8_t g[40], int src, const uint8_t dgid[16], size_t pktlen,
+		     unsigned sgid_index)
 {
+	static const uint8_t v4[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 	const struct simf_state *st = c->f->st;
+	const uint8_t *sgid = src >= 0 ? simf_node_sgid(c->f, src, sgid_index) : NULL;
 
 	memset(g, 0, 40);
-	if (c->link == SIMF_LINK_ROCE) {
+	if (c->link == SIMF_LINK_ROCE && sgid && memcmp(sgid, v4, 12)) {
+		/* RoCEv2 over IPv6: the 40 bytes are the IPv6 header */
+		size_t plen = 8 + pktlen;
+
+		g[0] = 0x60;
+		g[4] = (uint8_t)(plen >> 8);
+		g[5] = (uint8_t)plen;
+		g[6] = 17;     /* next header: UDP */
+		g[7] = 64;
+		memcpy(g + 8, sgid, 16);
+		memcpy(g + 24, dgid, 16);
+	} else if (c->link == SIMF_LINK_ROCE) {
 		uint8_t *ip = g + 20;
 		uint32_t sip = src >= 0 ? st->nodes[src].ip : 0, dip;
 		size_t tot = 20 + 8 + pktlen;
@@ -1072,11 +1086,15 @@ static void rx_ud(struct sv_qp *q, int src, const struct simf_bth *b, const uint
 	grh = q->ctx->link == SIMF_LINK_ROCE || SIMF_RESV8A_GRH(b->resv8a);
 	if (b->dest_qp == 0xFFFFFF && q->nmcg)
 		memcpy(dgid, q->mcg[0].gid, 16);
+	else if (q->ctx->link == SIMF_LINK_ROCE && SIMF_RESV8A_SGID(b->resv8a))
+		/* from an IPv6 GID: to ours (RoCEv2 keeps one IP version) */
+		memcpy(dgid, simf_node_sgid(q->ctx->f, q->ctx->node, 1), 16);
 	else
 		sv_node_gid(q->ctx, q->ctx->node, dgid);
 	e = 0;
 	if (grh) {
-		make_grh(q->ctx, g, src, dgid, pktlen);
+		make_grh(q->ctx, g, src, dgid, pktlen,
+			 q->ctx->link == SIMF_LINK_ROCE ? SIMF_RESV8A_SGID(b->resv8a) : 0);
 		e = scatter(q, rw.sge, rw.nsge, 0, g, 40);
 	}
 	if (!e && n)

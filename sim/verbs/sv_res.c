@@ -566,7 +566,18 @@ SV_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
 		ah_attr->is_global = 1;
 		ah_attr->grh.hop_limit = 0xFF;
 		ah_attr->grh.sgid_index = 0;
-		if (c->link == SIMF_LINK_ROCE) {
+		if (c->link == SIMF_LINK_ROCE && (g[20] >> 4) != 4 && (g[0] >> 4) == 6) {
+			/* RoCEv2 over IPv6: the GRH area is the IPv6 header; the
+			 * source GID index is that of our address it came to */
+			uint32_t w = be32toh(grh->version_tclass_flow);
+
+			memcpy(ah_attr->grh.dgid.raw, grh->sgid.raw, 16);
+			ah_attr->grh.traffic_class = (uint8_t)(w >> 20);
+			ah_attr->grh.flow_label = w & 0xFFFFF;
+			for (unsigned i = 1; i <= SIMF_IP_GIDS; i++)
+				if (!memcmp(simf_node_sgid(c->f, c->node, i), grh->dgid.raw, 16))
+					ah_attr->grh.sgid_index = (uint8_t)i;
+		} else if (c->link == SIMF_LINK_ROCE) {
 			/* RoCEv2 over IPv4: the IPv4 header sits in the GRH's last 20 bytes */
 			const uint8_t *ip = g + 20;
 

@@ -444,3 +444,19 @@ Test(netns, own_addresses)
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);
 }
+
+/* IPv6, UD: unmodified udaddy (SIDR, then datagrams whose GRH is an IPv6
+ * header carrying the GIDs the sender and receiver use). */
+Test(netns, udaddy_ipv6)
+{
+	char *out;
+	int st;
+
+	if (lt_sh(NULL, "command -v udaddy >/dev/null") != 0)
+		tf_skip_missing("udaddy (Debian rdmacm-utils) is not installed");
+	net_up();
+	out = pair("udaddy -b fd00::2", "udaddy -s fd00::2", &st);
+	cr_expect_eq(st, 0, "udaddy -s fd00::2 exited %d:\n%s", st, out);
+	cr_expect(strstr(out, "test complete"), "%s", out);
+	free(out);
+}
