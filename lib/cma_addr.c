@@ -894,7 +894,7 @@ static void *nr_thread(void *arg)
 		close(fd);
 	pthread_mutex_lock(&g.lock);
 	struct cma_id *id = q->id;
-	if (id) {
+	if (id && id->state == ST_BOUND) {
 		id->nr_req = NULL;
 		if (!status)
 			ip_resolved(id, q->r.port, q->r.gid_index, dgid, q->r.src);
@@ -902,6 +902,8 @@ static void *nr_thread(void *arg)
 					      status ? RDMA_CM_EVENT_ADDR_ERROR
 						     : RDMA_CM_EVENT_ADDR_RESOLVED,
 					      status));
+	} else if (id) {
+		id->nr_req = NULL; /* moved on meanwhile: nothing to answer */
 	}
 	cma_unlock();
 	free(q->ev);

@@ -729,7 +729,7 @@ CMA_EXPORT int rdma_listen(struct rdma_cm_id *cm_id, int backlog)
 			return cma_fail(e);
 		}
 	}
-	if (id->state != ST_BOUND) {
+	if (id->state != ST_BOUND || id->nr_req) { /* nr_req: the kernel's ADDR_QUERY */
 		cma_unlock();
 		return cma_fail(EINVAL);
 	}

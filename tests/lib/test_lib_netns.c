@@ -245,6 +245,8 @@ Test(netns, nobody_answers)
 	cr_assert_eq(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 5000), 0);
 	cr_expect_eq(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 5000), -1,
 		     "one resolution at a time");
+	cr_expect_eq(rdma_listen(id, 1), -1, "no listen while resolving (the kernel's ADDR_QUERY)");
+	cr_expect_eq(errno, EINVAL);
 	cr_assert_eq(rdma_destroy_id(id), 0);
 	cr_expect_lt(lt_now_ms() - ev_ms, 1000, "destroy does not wait for ARP");
 	cr_expect_null(lt_event(ch, 200));
