@@ -71,6 +71,11 @@ enum {
 
 struct sv_device {
 	struct ibv_device dev;        /* must be first */
+	/* Where rdma-core's struct verbs_device has its provider's ops: NULL, so
+	 * a provider's dv functions (mlx5dv_is_supported, ...) that a program
+	 * linking the provider calls see a device that is not theirs. */
+	const void *verbs_ops;
+	uint32_t magic;               /* SV_DEVICE_MAGIC */
 	int node;
 	uint64_t guid;                /* host order */
 };
@@ -268,13 +273,19 @@ static inline int sv_is_reliable(const struct sv_qp *q)
 	return q->qp.qp_type == IBV_QPT_RC || sv_is_xrc(q);
 }
 
+#define SV_DEVICE_MAGIC 0x75736d76u /* "usmv" */
+
 /* ---- sv_device.c ---- */
+int sv_is_device(const struct ibv_device *device); /* one of ours */
 struct simf *sv_fabric_get(void);
 void sv_fabric_put(void);
 int sv_port_active_mtu(const struct sv_ctx *c);
 uint16_t sv_pkey(const struct sv_ctx *c, unsigned idx);
 void sv_node_gid(const struct sv_ctx *c, int node, uint8_t gid[16]);
 uint16_t sv_node_lid(const struct sv_ctx *c, int node);
+
+/* ---- sv_private.c ---- */
+unsigned sv_registered_drivers(void); /* providers that called verbs_register_driver_34 */
 
 /* ---- sv_res.c ---- */
 static inline struct sv_ctx *sv_ctx(struct ibv_context *c)

@@ -97,6 +97,7 @@ SV_EXPORT struct ibv_device **ibv_get_device_list(int *num)
 		struct sv_device *d = calloc(1, sizeof(*d));
 
 		if (d) {
+			d->magic = SV_DEVICE_MAGIC;
 			d->node = n;
 			d->guid = f->st->nodes[n].guid;
 			d->dev.node_type = IBV_NODE_CA;
@@ -120,6 +121,11 @@ SV_EXPORT struct ibv_device **ibv_get_device_list(int *num)
 	return list;
 }
 SV_COMPAT_1_0(ibv_get_device_list)
+
+int sv_is_device(const struct ibv_device *device)
+{
+	return device && ((const struct sv_device *)device)->magic == SV_DEVICE_MAGIC;
+}
 
 SV_EXPORT void ibv_free_device_list(struct ibv_device **list)
 {
