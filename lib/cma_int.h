@@ -67,7 +67,9 @@ void cma_qp_attr_ex(const struct ibv_qp_init_attr *a, struct ibv_pd *pd,
 		    struct ibv_qp_init_attr_ex *ax);
 void cma_qp_attr_back(const struct ibv_qp_init_attr_ex *ax, struct ibv_qp_init_attr *a);
 int cma_srq_create(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *attr,
-		   const struct cma_qp_ops *ops);
+		   const struct cma_qp_ops *ops, struct cma_qp_own *own);
+/* After rdma_destroy_srq: an XRC target id's receive CQ (the SRQ's) goes. */
+void cma_srq_destroyed(struct rdma_cm_id *id, struct cma_qp_own *own);
 
 struct cma_dev;
 struct cma_id;
