@@ -173,6 +173,20 @@ static void field_diag(struct cmp_diags *d, const struct cmp_layout *l, const ch
 	cmp_diag_add(d, sev, code, byte, bit, name, "%s %s: %llu (%s)", l->name, name, v, what);
 }
 
+const char *cmp_cm_req_qp_type_str(const struct cmp_cm_req *r)
+{
+	switch (r->transport_service_type) {
+	case 0:
+		return "RC";
+	case 1:
+		return "UC";
+	case 2:
+		return "RD";
+	default:
+		return r->extended_transport_type == 1 ? "XRC" : "reserved";
+	}
+}
+
 void cmp_cm_validate(const struct cmp_cm_msg *m, struct cmp_diags *d)
 {
 	const struct cmp_layout *l = cmp_cm_layout(m->hdr.attr_id);

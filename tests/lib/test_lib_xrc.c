@@ -21,15 +21,20 @@ static void teardown(void)
 TestSuite(xrc, .fini = teardown, .timeout = 120);
 
 /* Runs `rdma_xserver <mode>` on node1 in the background and the client on
- * node2 until it gets past "not listening yet"; checks both. */
-static void xpair(const char *link, const char *mode)
+ * node2 until it gets past "not listening yet"; checks both. capture
+ * (or NULL): the fabric records its MADs into that pcap. */
+static void xpair(const char *link, const char *mode, const char *capture)
 {
-	char *out = NULL, *sout = NULL, *rc = NULL;
+	char *out = NULL, *sout = NULL, *rc = NULL, opts[600];
+	const char *d = getenv("USCM_TEST_DAEMON");
 	int st = -1;
 
 	if (lt_sh(NULL, "command -v rdma_xserver >/dev/null && command -v rdma_xclient >/dev/null"))
 		tf_skip_missing("rdma_xserver / rdma_xclient (Debian rdmacm-utils) are not installed");
-	lt_fabric_start(link, 2);
+	/* lt_fabric_start with a capture: the pcap goes next to the fabric */
+	snprintf(opts, sizeof(opts), "%s%s%s", d && atoi(d) ? "" : "--no-uscmd ",
+		 capture ? "--pcap " : "", capture ? capture : "");
+	lt_fabric_start_opts(link, 2, opts);
 	cr_assert_eq(lt_sh(NULL,
 			   "(USCM_SIM_NODE=node1 %s timeout 60 rdma_xserver -c %s >%s/server.out 2>&1;"
 			   " echo $? >%s/server.rc) >/dev/null 2>&1 &",
@@ -65,15 +70,39 @@ static void xpair(const char *link, const char *mode)
 
 Test(xrc, xserver_xclient_xrc_ib)
 {
-	xpair("ib", "x");
+	xpair("ib", "x", NULL);
 }
 
 Test(xrc, xserver_xclient_xrc_roce)
 {
-	xpair("roce", "x");
+	xpair("roce", "x", NULL);
 }
 
 Test(xrc, xserver_xclient_rc_ib)
 {
-	xpair("ib", "r");
+	xpair("ib", "r", NULL);
+}
+
+/* The wire: uscm-decode shows the REQ as XRC (transport 3, extended 1) and
+ * the REP's target QPN in its Local EECN (Local QPN 0), and the verbose
+ * decode the fields the kernel leaves zero for an XRC initiator. */
+Test(xrc, capture_decodes_as_xrc)
+{
+	char pcap[128], *out = NULL;
+
+	snprintf(pcap, sizeof(pcap), "/tmp/uscm-xrc-%d.pcap", (int)getpid());
+	xpair("roce", "x", pcap);
+	lt_fabric_stop(); /* the capture is complete */
+	cr_assert_eq(lt_sh(&out, "%s/uscm-decode %s", lt_bin(), pcap), 0, "%s", out);
+	cr_expect(strstr(out, "REQ(0x0010)") && strstr(out, " type XRC"), "%s", out);
+	cr_expect(strstr(out, "REP(0x0013)") && strstr(out, "qpn 0x000000") && strstr(out, " eecn 0x"),
+		  "%s", out);
+	free(out);
+	out = NULL;
+	cr_assert_eq(lt_sh(&out, "%s/uscm-decode -v %s", lt_bin(), pcap), 0, "%s", out);
+	cr_expect(strstr(out, "transport_service_type: 3"), "%s", out);
+	cr_expect(strstr(out, "extended_transport_type: 1"), "%s", out);
+	cr_expect(strstr(out, "responder_resources: 0"), "%s", out);
+	free(out);
+	unlink(pcap);
 }
