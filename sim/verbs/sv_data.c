@@ -165,7 +165,9 @@ static uint8_t *mr_ptr(struct sv_ctx *c, const struct ibv_pd *pd, uint32_t key, 
  * names (q->rx_srq, set while the request is handled). */
 static const struct ibv_pd *data_pd(const struct sv_qp *q)
 {
-	return q->rx_srq ? &q->rx_srq->pd->pd : q->qp.pd;
+	if (q->qp.qp_type == IBV_QPT_XRC_RECV)
+		return q->rx_srq ? &q->rx_srq->pd->pd : NULL;   /* NULL: no key matches */
+	return q->qp.pd;
 }
 
 /* A responder's opcode: an XRC target answers with the XRC transport bits. */

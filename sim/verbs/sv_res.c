@@ -918,6 +918,13 @@ SV_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 			}
 		s->xrcd->refs--;
 		s->cq->refs--;
+		/* a target in the middle of a message into it loses the message */
+		for (struct sv_qp *q = c->qps; q; q = q->next)
+			if (q->r.cur_srq == s) {
+				q->r.have_cur = 0;
+				q->r.in_msg = 0;
+				q->r.cur_srq = NULL;
+			}
 	}
 	pthread_mutex_unlock(&c->lock);
 	free(s->ring);
