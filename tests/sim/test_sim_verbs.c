@@ -1920,15 +1920,21 @@ struct xinfo {
 	uint32_t qpn, psn;
 	uint8_t gid[16];
 	uint32_t srqn[3];
+	uint32_t rkey;
+	uint64_t addr;
 };
 
 static void xchg_x(int fd, struct ibv_context *ctx, const struct ibv_port_attr *port, uint32_t qpn,
-		   const uint32_t srqn[3], struct xinfo *remote)
+		   const uint32_t srqn[3], const struct ibv_mr *mr, struct xinfo *remote)
 {
 	struct xinfo me;
 	union ibv_gid g;
 
 	memset(&me, 0, sizeof(me));
+	if (mr) {
+		me.rkey = mr->rkey;
+		me.addr = (uintptr_t)mr->addr;
+	}
 	me.lid = port->lid;
 	me.qpn = qpn;
 	me.psn = my_psn();
@@ -1994,7 +2000,7 @@ static void child_xrc_ini(int fd, void *arg)
 
 	CHK(qp);
 	CHK(ia.cap.max_recv_wr == 0);
-	xchg_x(fd, ctx, &port, qp->qp_num, NULL, &r);
+	xchg_x(fd, ctx, &port, qp->qp_num, NULL, NULL, &r);
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_INIT;
@@ -2042,7 +2048,16 @@ static void child_xrc_ini(int fd, void *arg)
 		CHK(ibv_post_send(qp, &wr, &bad) == 0);
 		CHK(poll_wc(cq, &wc, 5000) == 1);
 		CHK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 2);
-		sync_fd(fd);   /* the target checked both */
+		/* an RDMA WRITE through the first SRQ: keys of that SRQ's PD */
+		wr.wr_id = 4;
+		wr.opcode = IBV_WR_RDMA_WRITE;
+		wr.wr.rdma.remote_addr = r.addr + 32;
+		wr.wr.rdma.rkey = r.rkey;
+		CHK(ibv_post_send(qp, &wr, &bad) == 0);
+		CHK(poll_wc(cq, &wc, 5000) == 1);
+		CHK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 4 && wc.opcode == IBV_WC_RDMA_WRITE);
+		wr.opcode = IBV_WR_SEND;
+		sync_fd(fd);   /* the target checked all three */
 		wr.wr_id = 3;
 		wr.qp_type.xrc.remote_srqn = r.srqn[2];   /* another domain's */
 	} else {
@@ -2084,7 +2099,7 @@ static void child_xrc_tgt(int fd, void *arg)
 	struct xinfo r;
 
 	CHK(pd && cq && cq2 && xrcd && other);
-	mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	CHK(mr);
 	for (int i = 0; i < 3; i++) {
 		struct ibv_srq_init_attr_ex sa = {
@@ -2119,7 +2134,7 @@ static void child_xrc_tgt(int fd, void *arg)
 	CHK(qp);
 	/* a domain in use stays */
 	CHK(ibv_close_xrcd(xrcd) == EBUSY);
-	xchg_x(fd, ctx, &port, qp->qp_num, srqn, &r);
+	xchg_x(fd, ctx, &port, qp->qp_num, srqn, mr, &r);
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_INIT;
@@ -2156,6 +2171,8 @@ static void child_xrc_tgt(int fd, void *arg)
 		CHK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 100);
 		CHK(!memcmp(buf[0], "xrc-payload-1", 14));
 		sync_fd(fd);
+		/* the WRITE came in meanwhile (no completion at the target) */
+		CHK(!memcmp(buf[0] + 32, "xrc-payload-1", 14));
 	}
 	sync_fd(fd);
 	/* nothing landed in the other domain's SRQ, nor anywhere else */
