@@ -122,7 +122,9 @@ struct cma_event {
 	struct cma_mc *mc;          /* MULTICAST_JOIN / _ERROR: the join (counted too) */
 	struct cma_chan *chan;
 	uint8_t pdata_cap;          /* bytes pdata holds: 0 or CMP_CM_DATA_SIZE */
-	uint8_t pdata[];            /* private data (cma_event_mem.c) */
+	/* private data (cma_event_mem.c), 8-aligned as librdmacm's: programs
+	 * read words from it in place (rdma_xclient: the SRQ number) */
+	uint8_t pdata[] __attribute__((aligned(8)));
 };
 
 struct cma_chan {
