@@ -12,6 +12,8 @@ PKGS=(
   infiniband-diags ibverbs-utils rdmacm-utils  # unmodified clients run on sim/
   chromium                      # renders uscm-decode's ladder SVG in a test (headless)
   valgrind                      # leak check of an unmodified client (fault matrix)
+  perftest qperf                # unmodified verbs benchmarks over rdma_cm on sim/ (test_lib_apps_perftest)
+  libfabric-bin ucx-utils python3-pyverbs  # they link libmlx5/libefa: load over sim/'s libibverbs (test_sim_verbs_private)
 )
 
 missing=()

@@ -21,18 +21,25 @@
 
 #define SV_EXPORT __attribute__((visibility("default")))
 
-/* Device limits (what query_device reports and create/modify enforce). */
-#define SV_MAX_QP 32768 /* a QP is a UDP socket: fds, and QPNs below SIMF_MAX_QPN, are the real limit */
-#define SV_MAX_QP_WR 16384
-#define SV_MAX_SGE 16
-#define SV_MAX_CQ 4096
-#define SV_MAX_CQE 65535
-#define SV_MAX_MR 65536
-#define SV_MAX_PD 4096
+/* Device limits (what query_device reports and create/modify enforce): those
+ * of a Mellanox ConnectX-6 (MT4123) as `ibv_devinfo -v` reports them on mlx5,
+ * except where the sim itself is the limit (QPs, P_Keys, multicast: see the
+ * comments and docs/sim.md). Rings (CQ, SQ, RQ, SRQ) are calloc'ed at their
+ * size: glibc maps a large one fresh and leaves it untouched, so a 262144-entry
+ * CQ costs address space, not memory, until completions fill it. */
+#define SV_MAX_QP 32768 /* CX-6: 262144; a QP is a UDP socket: fds, and QPNs below SIMF_MAX_QPN, are the real limit */
+#define SV_MAX_QP_WR 32768
+#define SV_MAX_SGE 30                 /* send and receive SGEs, and max_sge_rd */
+#define SV_MAX_SRQ_SGE 31
+#define SV_MAX_CQ 16777216
+#define SV_MAX_CQE 4194303
+#define SV_MAX_MR 16777215 /* CX-6: 16777216; keys are slot << 8 | tag with 24-bit slots, slot 0 unused */
+#define SV_MAX_PD 16777216
 #define SV_MAX_RD_ATOM 16
-#define SV_MAX_SRQ 1024
-#define SV_MAX_SRQ_WR 16384
-#define SV_MAX_AH 65536
+#define SV_MAX_SRQ 8388608
+#define SV_MAX_SRQ_WR 32767
+#define SV_MAX_AH 2147483647
+#define SV_LOCAL_CA_ACK_DELAY 16
 #define SV_MAX_INLINE 512
 #define SV_MIN_INLINE 64 /* inline capacity every send queue has */
 #define SV_MAX_MCAST_GRP SIMF_MAX_MCG
@@ -170,7 +177,7 @@ struct sv_ah {
 struct sv_rwqe {
 	uint64_t wr_id;
 	int nsge;
-	struct ibv_sge sge[SV_MAX_SGE];
+	struct ibv_sge sge[SV_MAX_SRQ_SGE];
 };
 
 struct sv_swqe {

@@ -306,7 +306,7 @@ static void fill_device_attr(struct sv_ctx *c, struct ibv_device_attr *a)
 	a->node_guid = htobe64(c->dev->guid);
 	a->sys_image_guid = htobe64(c->dev->guid);
 	a->max_mr_size = ~0ULL;
-	a->page_size_cap = 0xFFFFF000ULL;
+	a->page_size_cap = 0xFFFFFFFFFFFFF000ULL;
 	a->vendor_id = 0;
 	a->vendor_part_id = 0;
 	a->hw_ver = 0;
@@ -333,9 +333,9 @@ static void fill_device_attr(struct sv_ctx *c, struct ibv_device_attr *a)
 	a->max_ah = SV_MAX_AH;
 	a->max_srq = SV_MAX_SRQ;
 	a->max_srq_wr = SV_MAX_SRQ_WR;
-	a->max_srq_sge = SV_MAX_SGE;
+	a->max_srq_sge = SV_MAX_SRQ_SGE;
 	a->max_pkeys = SIMF_PKEYS;
-	a->local_ca_ack_delay = 15;
+	a->local_ca_ack_delay = SV_LOCAL_CA_ACK_DELAY;
 	a->phys_port_cnt = 1;
 }
 

@@ -693,7 +693,7 @@ static struct ibv_srq *srq_new(struct ibv_pd *pd, struct ibv_srq_init_attr *init
 	struct sv_srq *s;
 
 	if (!init->attr.max_wr || init->attr.max_wr > SV_MAX_SRQ_WR ||
-	    init->attr.max_sge > SV_MAX_SGE) {
+	    init->attr.max_sge > SV_MAX_SRQ_SGE) {
 		errno = EINVAL;
 		return NULL;
 	}

@@ -393,6 +393,9 @@ static int post_send(struct ep *e, enum ibv_wr_opcode op, uint64_t id, size_t of
 
 /* ---- device and port ------------------------------------------------------------------ */
 
+/* IBVERBS_PRIVATE_34 (sim/verbs/sv_private.c) */
+struct ibv_context *verbs_open_device(struct ibv_device *device, void *private_data);
+
 static void child_query_ib(int fd, void *arg)
 {
 	struct ibv_device **l;
@@ -413,9 +416,40 @@ static void child_query_ib(int fd, void *arg)
 	CHK(ctx);
 	CHK(ibv_query_device(ctx, &da) == 0);
 	CHK(da.node_guid == ibv_get_device_guid(l[0]) && da.node_guid != 0);
-	CHK(da.max_qp_wr == 16384 && da.max_sge == 16 && da.max_qp_rd_atom == 16 &&
-	    da.max_qp_init_rd_atom == 16 && da.local_ca_ack_delay == 15 && da.phys_port_cnt == 1);
-	CHK(da.atomic_cap == IBV_ATOMIC_HCA && da.max_cqe >= 65535 && da.max_mr > 0 && da.max_qp > 0);
+	/* a ConnectX-6's limits (sv.h) */
+	CHK(da.max_qp_wr == 32768 && da.max_sge == 30 && da.max_sge_rd == 30 &&
+	    da.max_qp_rd_atom == 16 && da.max_qp_init_rd_atom == 16 &&
+	    da.local_ca_ack_delay == 16 && da.phys_port_cnt == 1);
+	CHK(da.atomic_cap == IBV_ATOMIC_HCA && da.max_cqe == 4194303 && da.max_cq == 16777216 &&
+	    da.max_srq_wr == 32767 && da.max_srq_sge == 31 && da.max_pd == 16777216 &&
+	    da.max_mr > 0 && da.max_qp > 0);
+	{
+		/* what is advertised is honoured: a CQ of 262144 entries (libfabric's
+		 * ofi_rxm asks for that) and one of max_cqe; a QP with max_qp_wr WRs
+		 * and max_sge SGEs each way; an SRQ at its maxima */
+		struct ibv_pd *pd = ibv_alloc_pd(ctx);
+		struct ibv_cq *big = ibv_create_cq(ctx, 262144, NULL, NULL, 0);
+		struct ibv_cq *max = ibv_create_cq(ctx, da.max_cqe, NULL, NULL, 0);
+
+		CHK(pd && big && big->cqe >= 262144 && max && max->cqe >= da.max_cqe);
+		CHK(ibv_create_cq(ctx, da.max_cqe + 1, NULL, NULL, 0) == NULL && errno == EINVAL);
+		struct ibv_qp_init_attr qa = {.send_cq = big, .recv_cq = big, .qp_type = IBV_QPT_RC,
+			.cap = {.max_send_wr = da.max_qp_wr, .max_recv_wr = da.max_qp_wr,
+				.max_send_sge = da.max_sge, .max_recv_sge = da.max_sge}};
+		struct ibv_qp *qp = ibv_create_qp(pd, &qa);
+
+		CHK(qp && qa.cap.max_send_wr >= (uint32_t)da.max_qp_wr &&
+		    qa.cap.max_recv_sge >= (uint32_t)da.max_sge);
+		qa.cap.max_send_sge = da.max_sge + 1;
+		CHK(ibv_create_qp(pd, &qa) == NULL);
+		struct ibv_srq_init_attr sa = {.attr = {.max_wr = da.max_srq_wr,
+							.max_sge = da.max_srq_sge}};
+		struct ibv_srq *srq = ibv_create_srq(pd, &sa);
+
+		CHK(srq);
+		CHK(ibv_destroy_srq(srq) == 0 && ibv_destroy_qp(qp) == 0);
+		CHK(ibv_destroy_cq(big) == 0 && ibv_destroy_cq(max) == 0 && ibv_dealloc_pd(pd) == 0);
+	}
 	CHK(ibv_query_port(ctx, 1, &pa) == 0);
 	CHK(pa.state == IBV_PORT_ACTIVE && pa.link_layer == IBV_LINK_LAYER_INFINIBAND);
 	CHK(pa.lid != 0 && pa.sm_lid != 0 && pa.max_mtu == IBV_MTU_4096 &&
@@ -434,10 +468,17 @@ static void child_query_ib(int fd, void *arg)
 	CHK(ibv_query_gid_ex(ctx, 1, 1, &ge, 0) == ENODATA);
 	struct ibv_device_attr_ex dx;
 
-	CHK(ibv_query_device_ex(ctx, NULL, &dx) == 0 && dx.orig_attr.max_qp_wr == 16384);
+	CHK(ibv_query_device_ex(ctx, NULL, &dx) == 0 && dx.orig_attr.max_qp_wr == 32768);
 	CHK(strcmp(ibv_wc_status_str(IBV_WC_RETRY_EXC_ERR), "transport retry counter exceeded") == 0);
 	CHK(strcmp(ibv_port_state_str(IBV_PORT_ACTIVE), "PORT_ACTIVE") == 0);
 	CHK(ibv_rate_to_mult(IBV_RATE_10_GBPS) == 4 && ibv_rate_to_mbps(IBV_RATE_25_GBPS) == 25781);
+	/* IBVERBS_PRIVATE_34's verbs_open_device (mlx5dv_open_device's core)
+	 * opens the sim's device like ibv_open_device; the provider private
+	 * data has no provider to go to */
+	struct ibv_context *vc = verbs_open_device(l[0], NULL);
+
+	CHK(vc && vc->device == l[0] && ibv_query_port(vc, 1, &pa) == 0 && pa.lid != 0);
+	CHK(ibv_close_device(vc) == 0);
 	CHK(ibv_close_device(ctx) == 0);
 	ibv_free_device_list(l);
 }
