@@ -38,7 +38,9 @@ test-fuzz: deps
 demo: build
 	@scripts/demo.sh
 
-# librdmacm.so.1, headers, uscmd and its systemd units (docs/operators.md);
+# librdmacm.so.1, headers, uscmd and its systemd units, the replay/testbed
+# tools (uscm-decode, uscm-replay, uscm-sim + its drop-ins in a private
+# lib/uscm/sim, uscm-bench, uscm-hostile) and their man pages: docs/install.md.
 # PREFIX=/usr/local by default.
 PREFIX ?= /usr/local
 install: build

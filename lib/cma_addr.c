@@ -301,8 +301,12 @@ static int ipoib_local_gid(const struct sockaddr *a, uint8_t gid[16])
 	return rc;
 }
 
-/* The local port that owns address a, or NULL. */
-static struct cma_port *local_port_of_addr(const struct sockaddr *a, int *gid_index)
+/* The local port that owns address a, or NULL. A loopback address that is
+ * none of ours maps to the first active port only when loopback_ok (a
+ * destination: the kernel's cma_resolve_loopback); a bind to it binds no
+ * port (cma_bind_locked). */
+static struct cma_port *local_port_of_addr(const struct sockaddr *a, int *gid_index,
+					   int loopback_ok)
 {
 	uint8_t gid[16];
 	struct cma_port *p;
@@ -320,7 +324,7 @@ static struct cma_port *local_port_of_addr(const struct sockaddr *a, int *gid_in
 	ip_as_gid(a, gid);
 	if ((p = cma_port_of_gid(gid, gid_index)))
 		return p;
-	if (cma_addr_loopback(a) && (p = first_active_port())) {
+	if (loopback_ok && cma_addr_loopback(a) && (p = first_active_port())) {
 		*gid_index = 0;
 		return p;
 	}
@@ -331,6 +335,7 @@ void cma_set_bound_port(struct cma_id *id, struct cma_port *p)
 {
 	id->port = p;
 	id->id.verbs = p->dev->verbs;
+	id->id.pd = p->dev->pd; /* the device's PD, as librdmacm's ucma_get_device */
 	id->id.port_num = p->port_num;
 }
 
@@ -386,7 +391,7 @@ static int port_conflict(const struct cma_id *id, uint16_t port, int reuse)
 			continue;
 		if (id->afonly && o->afonly && a->sa_family != b->sa_family)
 			continue;
-		if (cma_addr_any(a) || cma_addr_any(b))
+		if (cma_addr_any(a) || id->loop_any || cma_addr_any(b) || o->loop_any)
 			return EADDRNOTAVAIL;
 		if (cma_addr_equal(a, b))
 			return EADDRINUSE;
@@ -428,18 +433,31 @@ int cma_bind_locked(struct cma_id *id, const struct sockaddr *addr)
 {
 	struct sockaddr *src = &id->id.route.addr.src_addr;
 	struct cma_port *p = NULL;
-	int gid_index = 0, e;
+	int gid_index = 0, e, wild;
 	uint16_t port;
 
 	/* As the kernel's cma_get_port: a port below 1024 needs privilege. */
 	port = cma_addr_port(addr);
 	if (port && port < 1024 && !cma_caller_privileged())
 		return cma_fail(EACCES);
+	wild = 0;
 	if (!cma_addr_any(addr)) {
-		p = local_port_of_addr(addr, &gid_index);
-		if (!p)
+		uint8_t gid[16];
+
+		p = local_port_of_addr(addr, &gid_index, 0);
+		/* As the kernel's rdma_bind_addr, whose cma_any_addr() counts a
+		 * loopback address as "any": 127/8 or ::1 binds no device (no
+		 * verbs, no PD) and listens on every device for every
+		 * destination address, like the wildcard — except an address
+		 * the hosts file names (the simulated fabric's node names are
+		 * in 127/8): ours binds its port, another node's is
+		 * EADDRNOTAVAIL. */
+		if (!p && cma_addr_loopback(addr) && cma_hosts_lookup(addr, gid) != 0)
+			wild = 1;
+		else if (!p)
 			return cma_fail(EADDRNOTAVAIL);
 	}
+	id->loop_any = wild;
 	memset(&id->id.route.addr.src_storage, 0, sizeof(id->id.route.addr.src_storage));
 	memcpy(src, addr, (size_t)cma_addr_len(addr));
 	port = cma_addr_port(addr);
@@ -556,7 +574,7 @@ static int dst_gid(const struct sockaddr *dst, struct cma_port *bound, uint8_t g
 	if (cma_hosts_lookup(dst, gid) == 0)
 		return 0;
 	/* One of our own addresses (or loopback): the bound port or the first. */
-	if ((p = local_port_of_addr(dst, &idx))) {
+	if ((p = local_port_of_addr(dst, &idx, 1))) {
 		p = bound ? bound : p;
 		memcpy(gid, p->gids[bound ? 0 : idx].raw, 16);
 		return 0;

@@ -1214,7 +1214,7 @@ static struct cma_id *pick_listener(struct cma_svc *s, int hdr, const struct soc
 			continue;
 		if (cma_addr_equal(la, (const struct sockaddr *)ours))
 			return l;
-		if (cma_addr_any(la) && !wild &&
+		if ((cma_addr_any(la) || l->loop_any) && !wild &&
 		    (la->sa_family == ours->ss_family ||
 		     (la->sa_family == AF_INET6 && ours->ss_family == AF_INET && !l->afonly)))
 			wild = l;

@@ -228,6 +228,7 @@ struct cma_id {
 	int tos_set;
 	int reuseaddr;
 	int afonly;
+	int loop_any;               /* bound to a loopback address: the wildcard's meaning (kernel cma_any_addr) */
 	uint8_t ack_timeout;
 	int ack_timeout_set;
 	/* route */

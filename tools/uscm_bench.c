@@ -9,9 +9,11 @@
  * usage: uscm-bench [-n N[,N...]] [-w WINDOW] [-s SERIAL] [--no-qp] [--no-tcp] [--clients P]
  *                   [--daemon] [--mad M] [--engine K] [--csv FILE] [--plot FILE.png]
  *
- * It starts its own 2-node fabric (build/bin/uscm-sim) and runs every side
- * as a child process of itself (--role ...): the rdma_cm server on node2,
- * the client on node1, with LD_LIBRARY_PATH on build/lib:build/sim/lib.
+ * It starts its own 2-node fabric (uscm-sim, next to this binary) and runs
+ * every side as a child process of itself (--role ...): the rdma_cm server
+ * on node2, the client on node1, with LD_LIBRARY_PATH on uscm's librdmacm
+ * and the drop-ins (build/lib:build/sim/lib in the build tree, their
+ * installed places otherwise: sim/sim_paths.h, docs/install.md).
  * It prints figures and ratios; it is not a pass/fail test.
  */
 #include <errno.h>
@@ -27,6 +29,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#include "sim/sim_paths.h"
 
 #define MAX_NS 16
 
@@ -66,7 +69,14 @@ static int spawn(struct child *c, const char *node, char *const args[])
 		close(p[0]);
 		close(p[1]);
 		if (node) {
-			snprintf(lib, sizeof(lib), "%s/../lib:%s/../sim/lib", bindir, bindir);
+			char ld[PATH_MAX], sl[PATH_MAX];
+
+			if (sim_path(SIM_PATH_LIBDIR, ld, sizeof(ld)) < 0 ||
+			    sim_path(SIM_PATH_SIMLIB, sl, sizeof(sl)) < 0)
+				_exit(127);
+			/* the drop-ins first: an installed ${libdir} may hold
+			 * the host's real libibverbs too */
+			snprintf(lib, sizeof(lib), "%s:%s", sl, ld);
 			setenv("LD_LIBRARY_PATH", lib, 1);
 			setenv("USCM_SIM_NODE", node, 1);
 			if (use_daemon) {
@@ -380,9 +390,12 @@ static int run_udp(size_t m, struct bench_stat *out)
 /* The protocol engine's ceiling, from uscm-bench-engine (same build). */
 static int run_engine(size_t k, double *ns, double *bytes)
 {
-	char cmd[PATH_MAX + 64], out[4096], *p;
+	char cmd[PATH_MAX + 64], eng[PATH_MAX], out[4096], *p;
 
-	snprintf(cmd, sizeof(cmd), "'%s/uscm-bench-engine' --handshakes %zu --live 1000", bindir, k);
+	/* build/bin, or installed ${libexecdir}/uscm */
+	if (sim_file(SIM_PATH_LIBEXEC, "uscm-bench-engine", eng, sizeof(eng)) < 0)
+		return -1;
+	snprintf(cmd, sizeof(cmd), "'%s' --handshakes %zu --live 1000", eng, k);
 	if (sh(out, sizeof(out), cmd))
 		return -1;
 	p = strstr(out, "\n      1000 ");

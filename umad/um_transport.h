@@ -13,9 +13,13 @@
  * requests), umad_recv, umad_get_mad_addr, umad_set_addr / set_grh /
  * set_pkey. The simulated fabric's libibumad.so.3 implements the same ABI.
  *
- * Threading: a um_port is used by one thread at a time (the library's
- * progress thread, or a caller holding the library lock); libibumad's own
- * calls are thread-safe.
+ * Threading: a um_port has a send side (um_port_send_*: its transmit
+ * buffer) and a receive side (um_port_recv: its receive buffer), each used
+ * by one thread at a time, the two sides concurrently (lib/: the sender of
+ * cma_tx.c, and the holder of the port's rx_lock). Calls that change what
+ * both sides read (um_port_refresh, um_port_set_tables) need the caller to
+ * exclude both. libibumad's own calls are thread-safe; USCM_PCAP records
+ * from both sides under um_capture's lock.
  */
 #ifndef USCM_UM_TRANSPORT_H
 #define USCM_UM_TRANSPORT_H
