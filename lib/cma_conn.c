@@ -495,7 +495,7 @@ CMA_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *cm_id, struct ibv_srq_init_
 
 	if (!id || !attr)
 		return cma_fail(EINVAL);
-	return cma_srq_create(&id->id, attr, &qp_ops); /* without g.lock: system calls */
+	return cma_srq_create(&id->id, attr, &qp_ops, &id->own); /* without g.lock: system calls */
 }
 
 CMA_EXPORT int rdma_create_srq(struct rdma_cm_id *cm_id, struct ibv_pd *pd,
@@ -510,7 +510,8 @@ CMA_EXPORT int rdma_create_srq(struct rdma_cm_id *cm_id, struct ibv_pd *pd,
 	ax.srq_context = attr->srq_context;
 	ax.attr = attr->attr;
 	ax.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | (pd ? IBV_SRQ_INIT_ATTR_PD : 0);
-	ax.srq_type = IBV_SRQT_BASIC;
+	/* an XRC target id's SRQ is an XRC SRQ (librdmacm) */
+	ax.srq_type = cm_id->qp_type == IBV_QPT_XRC_RECV ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
 	ax.pd = pd;
 	rc = rdma_create_srq_ex(cm_id, &ax);
 	if (!rc)
@@ -530,6 +531,10 @@ CMA_EXPORT void rdma_destroy_srq(struct rdma_cm_id *cm_id)
 	cma_unlock();
 	if (srq)
 		ibv_destroy_srq(srq);
+	if (cma_remote())
+		cmc_srq_destroyed(cm_id);
+	else
+		cma_srq_destroyed(cm_id, &cma_id_of(cm_id)->own);
 }
 
 /* ---- connecting ------------------------------------------------------------------------------ */
@@ -612,6 +617,8 @@ CMA_EXPORT int rdma_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *pa
 	req.service_id = cma_service_id(id, &id->id.route.addr.dst_addr);
 	req.qpn = id->id.qp ? id->id.qp->qp_num : param->qp_num;
 	req.qp_type = (id->id.qp ? id->id.qp->qp_type == IBV_QPT_UC : id->qp_uc) ? CMP_QPT_UC : CMP_QPT_RC;
+	if (id->id.qp ? id->id.qp->qp_type == IBV_QPT_XRC_SEND : id->id.qp_type == IBV_QPT_XRC_SEND)
+		req.qp_type = CMP_QPT_XRC_INI;
 	req.starting_psn = id->psn;
 	req.responder_resources = id->resp_res;
 	req.initiator_depth = id->init_depth;

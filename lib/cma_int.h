@@ -67,7 +67,9 @@ void cma_qp_attr_ex(const struct ibv_qp_init_attr *a, struct ibv_pd *pd,
 		    struct ibv_qp_init_attr_ex *ax);
 void cma_qp_attr_back(const struct ibv_qp_init_attr_ex *ax, struct ibv_qp_init_attr *a);
 int cma_srq_create(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *attr,
-		   const struct cma_qp_ops *ops);
+		   const struct cma_qp_ops *ops, struct cma_qp_own *own);
+/* After rdma_destroy_srq: an XRC target id's receive CQ (the SRQ's) goes. */
+void cma_srq_destroyed(struct rdma_cm_id *id, struct cma_qp_own *own);
 
 struct cma_dev;
 struct cma_id;
@@ -123,7 +125,9 @@ struct cma_event {
 	struct cma_mc *mc;          /* MULTICAST_JOIN / _ERROR: the join (counted too) */
 	struct cma_chan *chan;
 	uint8_t pdata_cap;          /* bytes pdata holds: 0 or CMP_CM_DATA_SIZE */
-	uint8_t pdata[];            /* private data (cma_event_mem.c) */
+	/* private data (cma_event_mem.c), 8-aligned as librdmacm's: programs
+	 * read words from it in place (rdma_xclient: the SRQ number) */
+	uint8_t pdata[] __attribute__((aligned(8)));
 };
 
 struct cma_chan {

@@ -72,7 +72,7 @@ struct cmc_id {
 struct cmc_event {
 	struct rdma_cm_event ev;        /* first */
 	struct cmc_id *owner;           /* counted in its events_out */
-	uint8_t pdata[USP_PDATA_MAX];
+	uint8_t pdata[USP_PDATA_MAX] __attribute__((aligned(8))); /* as cma_event's */
 };
 
 struct cmc_global {

@@ -203,6 +203,10 @@ SV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	c->vctx.query_port = sv_query_port_ex;
 	c->vctx.query_device_ex = sv_query_device_ex;
 	c->vctx.create_qp_ex = sv_create_qp_ex;
+	c->vctx.open_xrcd = sv_open_xrcd;
+	c->vctx.close_xrcd = sv_close_xrcd;
+	c->vctx.create_srq_ex = sv_create_srq_ex;
+	c->vctx.get_srq_num = sv_get_srq_num;
 
 	struct ibv_context *ic = &c->vctx.context;
 	ic->device = device;
@@ -315,7 +319,7 @@ static void fill_device_attr(struct sv_ctx *c, struct ibv_device_attr *a)
 			      IBV_DEVICE_UD_AV_PORT_ENFORCE | IBV_DEVICE_CURR_QP_STATE_MOD |
 			      IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID |
 			      IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE |
-			      IBV_DEVICE_N_NOTIFY_CQ;
+			      IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_XRC;
 	a->max_sge = SV_MAX_SGE;
 	a->max_sge_rd = SV_MAX_SGE;
 	a->max_cq = SV_MAX_CQ;
