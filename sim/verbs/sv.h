@@ -39,7 +39,7 @@
 #define SV_MAX_SRQ 8388608
 #define SV_MAX_SRQ_WR 32767
 #define SV_MAX_AH 2147483647
-#define SV_LOCAL_CA_ACK_DELAY 16
+#define SV_LOCAL_CA_ACK_DELAY 15 /* CX-6: 16; see docs/sim.md */
 #define SV_MAX_INLINE 512
 #define SV_MIN_INLINE 64 /* inline capacity every send queue has */
 #define SV_MAX_MCAST_GRP SIMF_MAX_MCG
