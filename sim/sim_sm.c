@@ -20,8 +20,13 @@
  * SMA: on IB it is also every node's subnet management agent (what each HCA
  * would be): it binds node i's QP0 port for every i, and answers SubnGet of
  * NodeInfo, NodeDescription, PortInfo, P_KeyTable, GUIDInfo and (node 0)
- * SMInfo, LID-routed or directed route with hop count 0, from node i's
- * address, through the fabric.
+ * SMInfo, LID-routed or directed route with hop count 0 (1 to the cabled
+ * neighbour under OpenSM), from node i's address, through the fabric.
+ *
+ * External SM (`uscm-sim up --sm opensm`): no sweeps and no SA here; this
+ * process starts Debian's opensm on node1's port (start_opensm) and its SMA
+ * takes SubnSet of PortInfo (LID, SM LID, LMC, port state transitions) and
+ * P_KeyTable from it.
  *
  * MAD encoding is done here by byte offsets (IBTA Vol1 13.4, 13.6, 14.2,
  * 15.2); only the constants come from <infiniband/umad_*.h>.
