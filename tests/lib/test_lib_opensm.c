@@ -13,6 +13,8 @@
  */
 #include "libtest.h"
 
+#include <infiniband/umad.h>
+
 static char pcap[128];
 
 static void teardown(void)
@@ -145,4 +147,98 @@ Test(opensm, rping_over_opensm_pathrecord)
 	cr_expect(strstr(out, "LID: 1 → LID: 2") && strstr(out, "SubnAdmGetResp(PathRecord)"), "capture:\n%s",
 		  out);
 	free(out);
+}
+
+/* One directed-route SMP (hop count 0: this node's own SMA) of method
+ * `method` on PortInfo port 1, data in/out pi (64 bytes): the MAD status
+ * without the D bit, or -1 when nothing came back. */
+static int dr_portinfo(int fd, int agent, uint8_t method, uint8_t *pi)
+{
+	static uint32_t tid = 1;
+	uint8_t buf[sizeof(struct ib_user_mad) + 256];
+	uint8_t *mad = buf + sizeof(struct ib_user_mad);
+	int len = 256;
+
+	memset(buf, 0, sizeof(buf));
+	mad[0] = 1;                 /* BaseVersion */
+	mad[1] = 0x81;              /* SubnMgmt, directed route */
+	mad[2] = 1;                 /* ClassVersion */
+	mad[3] = method;
+	mad[7] = 0;                 /* hop count 0 */
+	mad[15] = (uint8_t)tid++;   /* TID */
+	mad[16] = 0x00; mad[17] = 0x15; /* PortInfo */
+	mad[23] = 1;                /* port 1 */
+	mad[32] = mad[33] = mad[34] = mad[35] = 0xFF; /* DrSLID, DrDLID permissive */
+	memcpy(mad + 64, pi, 64);
+	umad_set_addr(buf, 0xFFFF, 0, 0, 0);
+	if (umad_send(fd, agent, buf, 256, 1000, 0) < 0)
+		return -1;
+	if (umad_recv(fd, buf, &len, 3000) < 0 || umad_status(buf) != 0)
+		return -1;
+	memcpy(pi, mad + 64, 64);
+	return ((mad[4] << 8) | mad[5]) & 0x7FFF;
+}
+
+static int node2_state(void)
+{
+	char *out = NULL;
+	int st = -1;
+
+	lt_sh(&out, "%s/uscm-sim status | awk '$2 == \"node2\" {print $5}'", lt_bin());
+	if (strstr(out, "ACTIVE"))
+		st = 4;
+	else if (strstr(out, "ARMED"))
+		st = 3;
+	else if (strstr(out, "INIT"))
+		st = 2;
+	free(out);
+	return st;
+}
+
+/* The SMA's PortInfo SubnSet follows IBTA Vol1 14.2.5: Down retrains the
+ * link (back in Init, LID kept), Init -> Armed -> Active, and an invalid
+ * transition (Active -> Armed, Init -> Active, Init asked for) is refused
+ * with status 0x001C and changes nothing. OpenSM runs with -s 0 (no
+ * sweeps after the first), so it does not bring the port back meanwhile. */
+Test(opensm, portinfo_set_state_transitions)
+{
+	uint8_t pi[64], cur[64];
+	int fd, agent;
+
+	setenv("USCM_SIM_OPENSM_ARGS", "-s 0", 1);
+	start_opensm_fabric();
+	lt_node(2);
+	fd = umad_open_port(NULL, 0);
+	cr_assert_geq(fd, 0, "umad_open_port");
+	agent = umad_register(fd, 0x81, 1, 0, NULL);
+	cr_assert_geq(agent, 0, "umad_register");
+	memset(cur, 0, sizeof(cur));
+	cr_assert_eq(dr_portinfo(fd, agent, 0x01, cur), 0, "SubnGet(PortInfo)");
+	cr_assert_eq(cur[32] & 0xF, 4, "node2 is Active under OpenSM");
+	cr_assert_eq(cur[16] << 8 | cur[17], 2, "LID 2");
+#define SET_STATE(s, want_status)                                                   \
+	do {                                                                        \
+		memcpy(pi, cur, 64);                                                \
+		pi[32] = (uint8_t)((pi[32] & 0xF0) | (s));                          \
+		pi[33] = 0;  /* PhysState: no change */                             \
+		cr_assert_eq(dr_portinfo(fd, agent, 0x02, pi), (want_status),       \
+			     "SubnSet(PortInfo) state %d", (s));                    \
+	} while (0)
+	SET_STATE(3, 0x001C);            /* Active -> Armed: invalid */
+	cr_expect_eq(node2_state(), 4);
+	SET_STATE(1, 0);                 /* Down: the link retrains, Init */
+	cr_expect_eq(pi[32] & 0xF, 2, "answered state %d", pi[32] & 0xF);
+	cr_expect_eq(pi[16] << 8 | pi[17], 2, "the LID stays");
+	cr_expect_eq(node2_state(), 2);
+	SET_STATE(4, 0x001C);            /* Init -> Active: invalid */
+	SET_STATE(2, 0x001C);            /* Init cannot be asked for */
+	cr_expect_eq(node2_state(), 2);
+	SET_STATE(3, 0);                 /* Init -> Armed */
+	cr_expect_eq(pi[32] & 0xF, 3);
+	cr_expect_eq(node2_state(), 3);
+	SET_STATE(4, 0);                 /* Armed -> Active */
+	cr_expect_eq(pi[32] & 0xF, 4);
+	cr_expect_eq(node2_state(), 4);
+#undef SET_STATE
+	umad_close_port(fd);
 }
