@@ -1242,7 +1242,10 @@ int simf_mcast_targets(struct simf *f, const uint8_t *mgid, uint16_t mlid,
 
 			if (n < 0)
 				continue;
-			if (st->link == SIMF_LINK_IB && !(m->join_state[n] & 3))
+			/* the built-in SA's membership stands for the switches'
+			 * MFTs; under an external SM two ports are cabled back
+			 * to back, no switch filters: every attached QP gets it */
+			if (st->link == SIMF_LINK_IB && st->sm_kind != SIMF_SM_OPENSM && !(m->join_state[n] & 3))
 				continue;
 			out[k++] = m->qps[q];
 		}

@@ -8,8 +8,10 @@
  * two RMPP segments), and an unmodified rping over uscm's librdmacm
  * connects with the PathRecord OpenSM's SA answered (the capture shows the
  * GetResp coming from node1's LID, where only opensm has a umad port, and
- * the built-in SA answered nothing). Skipped when opensm, infiniband-diags
- * or rdmacm-utils is missing.
+ * the built-in SA answered nothing); mckey joins through OpenSM's SA and
+ * its datagrams arrive; the SMA's PortInfo SubnSet follows IBTA's port
+ * state transitions. Skipped when opensm, infiniband-diags or
+ * rdmacm-utils is missing.
  */
 #include "libtest.h"
 
@@ -241,4 +243,36 @@ Test(opensm, portinfo_set_state_transitions)
 	cr_expect_eq(node2_state(), 4);
 #undef SET_STATE
 	umad_close_port(fd);
+}
+
+/* mckey: both joins are MCMemberRecord Sets OpenSM's SA answers (it picks
+ * the MLID: 0xC000 is its IPoIB broadcast group, this one gets 0xC001);
+ * the sender's datagrams reach the receiver over the back-to-back link. */
+Test(opensm, mckey_over_opensm_mcmemberrecord)
+{
+	char *out = NULL, *sout = NULL;
+	int st;
+
+	need("mckey", "rdmacm-utils");
+	start_opensm_fabric();
+	cr_assert_eq(lt_sh(NULL,
+			   "(USCM_SIM_NODE=node1 %s timeout 30 stdbuf -o0 mckey -m 224.0.0.7 -b 127.10.0.1 -C 3"
+			   " >%s/server.out 2>&1; echo $? >%s/server.rc) >/dev/null 2>&1 &",
+			   lt_util_env(), lt_dir, lt_dir),
+		     0);
+	for (int i = 0; i < 100 && lt_sh(NULL, "grep -q 'joined dgid' %s/server.out", lt_dir) != 0; i++)
+		usleep(100 * 1000);
+	st = on_node(2, &out, "mckey -m 224.0.0.7 -b 127.10.0.2 -s -C 3");
+	cr_expect_eq(st, 0, "mckey -s exited %d:\n%s", st, out);
+	cr_expect(strstr(out, "mlid 0xc001"), "the sender's join:\n%s", out);
+	free(out);
+	out = NULL;
+	for (int i = 0; i < 100 && lt_sh(NULL, "test -s %s/server.rc", lt_dir) != 0; i++)
+		usleep(100 * 1000);
+	lt_sh(&sout, "cat %s/server.rc %s/server.out", lt_dir, lt_dir);
+	cr_expect(sout[0] == '0' && strstr(sout, "mlid 0xc001"), "mckey (receiver):\n%s", sout);
+	free(sout);
+	cr_assert_eq(lt_sh(&out, "%s/uscm-sim status", lt_bin()), 0);
+	cr_expect(strstr(out, "SA queries 0;"), "%s", out);
+	free(out);
 }
