@@ -890,6 +890,17 @@ int simf_node_by_lid(const struct simf *f, uint16_t lid)
 	return v ? v - 1 : -1;
 }
 
+int simf_neighbor(const struct simf *f, int n)
+{
+	const struct simf_state *st = f->st;
+
+	if (st->link != SIMF_LINK_IB || st->sm_kind != SIMF_SM_OPENSM || st->nnodes != 2)
+		return -1;
+	if (n == 1 || n == 2)
+		return 3 - n;
+	return -1;
+}
+
 int simf_node_by_gid(const struct simf *f, const uint8_t gid[16])
 {
 	const struct simf_state *st = f->st;
@@ -1247,7 +1258,10 @@ int simf_mcast_targets(struct simf *f, const uint8_t *mgid, uint16_t mlid,
 
 			if (n < 0)
 				continue;
-			if (st->link == SIMF_LINK_IB && !(m->join_state[n] & 3))
+			/* the built-in SA's membership stands for the switches'
+			 * MFTs; under an external SM two ports are cabled back
+			 * to back, no switch filters: every attached QP gets it */
+			if (st->link == SIMF_LINK_IB && st->sm_kind != SIMF_SM_OPENSM && !(m->join_state[n] & 3))
 				continue;
 			out[k++] = m->qps[q];
 		}

@@ -57,6 +57,7 @@ struct opts {
 	int netns;              /* --netns */
 	int devib;              /* --dev-infiniband */
 	enum simf_umad_access umad_access;
+	enum simf_sm_kind sm;   /* --sm builtin|opensm */
 	int start_opts;         /* any start-only option given */
 };
 
@@ -74,6 +75,9 @@ static void usage_to(FILE *out, int rc)
 		"                                   interface uscm<i> holding 127.10.0.i per node (root, ip)\n"
 		"        --dev-infiniband           run gives programs a private /dev with\n"
 		"                                   /dev/infiniband/uverbs0 (root; UCX looks for it)\n"
+		"        --sm builtin|opensm        the subnet manager (IB): uscm-sim-sm (default), or\n"
+		"                                   Debian's opensm on node1's port (2 nodes, linked\n"
+		"                                   back to back; its files in D/opensm/)\n"
 		"        --umad-access root|all     who may open /dev/infiniband/umadN (default root,\n"
 		"                                   as on a real host; verbs are open to every user)\n"
 		"  stop [--dir D]                   stop the uscmds, then the SM and every node\n"
@@ -182,6 +186,18 @@ static int parse_opts(int argc, char **argv, int i, struct opts *o)
 			o->start_opts = 1;
 		} else if (strcmp(a, "--no-uscmd") == 0) {
 			o->no_uscmd = 1; /* run on a running fabric: no USCM_SOCKET */
+		} else if (strcmp(a, "--sm") == 0 && i + 1 < argc) {
+			const char *v = argv[++i];
+
+			if (strcmp(v, "builtin") == 0)
+				o->sm = SIMF_SM_BUILTIN;
+			else if (strcmp(v, "opensm") == 0)
+				o->sm = SIMF_SM_OPENSM;
+			else {
+				fprintf(stderr, "uscm-sim: --sm builtin|opensm\n");
+				exit(2);
+			}
+			o->start_opts = 1;
 		} else if (strcmp(a, "--umad-access") == 0 && i + 1 < argc) {
 			const char *v = argv[++i];
 
@@ -864,7 +880,7 @@ static int claim_instance(const char *absdir, unsigned *inst)
 
 static pid_t spawn_sm(const char *dir, int claim_fd, int verbose)
 {
-	char sm[PATH_MAX], fdbuf[16], logp[PATH_MAX + 16];
+	char sm[PATH_MAX], fdbuf[16], logp[PATH_MAX + 16], lp[2 * PATH_MAX + 8];
 	pid_t pid;
 
 	/* build/bin/uscm-sim-sm, or ${libexecdir}/uscm/uscm-sim-sm */
@@ -876,6 +892,7 @@ static pid_t spawn_sm(const char *dir, int claim_fd, int verbose)
 	}
 	snprintf(fdbuf, sizeof(fdbuf), "%d", claim_fd);
 	snprintf(logp, sizeof(logp), "%s/sm.log", dir);
+	lib_path(lp, sizeof(lp)); /* for an external SM it starts on a node */
 	pid = fork();
 	if (pid < 0)
 		return -1;
@@ -892,9 +909,9 @@ static pid_t spawn_sm(const char *dir, int claim_fd, int verbose)
 		}
 		fcntl(claim_fd, F_SETFD, 0);
 		if (verbose)
-			execl(sm, "uscm-sim-sm", "--dir", dir, "--fd", fdbuf, "-v", (char *)NULL);
+			execl(sm, "uscm-sim-sm", "--dir", dir, "--fd", fdbuf, "--lib-path", lp, "-v", (char *)NULL);
 		else
-			execl(sm, "uscm-sim-sm", "--dir", dir, "--fd", fdbuf, (char *)NULL);
+			execl(sm, "uscm-sim-sm", "--dir", dir, "--fd", fdbuf, "--lib-path", lp, (char *)NULL);
 		_exit(127);
 	}
 	return pid;
@@ -929,6 +946,12 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 	nrules = parse_rules(o->faults, o->nfaults, rules);
 	if (nrules < 0)
 		return 2;
+	if (o->sm == SIMF_SM_OPENSM && ((o->link && o->link != SIMF_LINK_IB) || (o->nodes && o->nodes != 2))) {
+		/* a fabric without switches cables two ports back to back;
+		 * switches and topologies are issue 17's next steps */
+		fprintf(stderr, "uscm-sim: --sm opensm needs --link ib and 2 nodes (no switches yet)\n");
+		return 2;
+	}
 	f = attach_quiet(dir);
 	if (f) {
 		int running = fabric_running(f);
@@ -1018,6 +1041,13 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 	}
 	if (nrules > 0)
 		simf_fault_set(f, rules, nrules);
+	if (o->sm == SIMF_SM_OPENSM) {
+		/* node 1's port is cabled to node 2's; node 0 (uscm-sim-sm, now
+		 * only every port's SMA) is not on that subnet */
+		f->st->sm_kind = SIMF_SM_OPENSM;
+		f->st->sm_node = 1;
+		simf_set_link(f, 0, 0);
+	}
 	f->st->umad_access = o->umad_access;
 	if (o->umad_access == SIMF_UMAD_ROOT && geteuid() != 0)
 		fprintf(stderr, "uscm-sim: note: only root may open umad ports on this fabric (--umad-access root) "
@@ -1030,12 +1060,13 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 		remove_state(absdir);
 		return 1;
 	}
-	/* wait for the SM (IB: every port ACTIVE) */
-	deadline = now_ms() + 10000;
+	/* wait for the SM (IB: every port ACTIVE; under opensm, nodes 1..N:
+	 * its first sweep takes a few seconds) */
+	deadline = now_ms() + (o->sm == SIMF_SM_OPENSM ? 30000 : 10000);
 	for (;;) {
 		int ready = f->st->keeper_pid == sm;
 
-		for (unsigned i = 0; ready && i <= f->st->nnodes; i++)
+		for (unsigned i = o->sm == SIMF_SM_OPENSM ? 1 : 0; ready && i <= f->st->nnodes; i++)
 			if (f->st->nodes[i].port_state != SIMF_PORT_ACTIVE)
 				ready = 0;
 		if (ready)
@@ -1087,6 +1118,7 @@ static const char *port_state_str(unsigned s)
 	switch (s) {
 	case SIMF_PORT_DOWN: return "DOWN";
 	case SIMF_PORT_INIT: return "INIT";
+	case SIMF_PORT_ARMED: return "ARMED";
 	case SIMF_PORT_ACTIVE: return "ACTIVE";
 	default: return "?";
 	}
@@ -1111,6 +1143,10 @@ static int cmd_status(const struct opts *o)
 	       st->link == SIMF_LINK_IB ? "SM/SA" : "keeper (RoCE: no SM/SA)", st->keeper_pid,
 	       pid_alive(st->keeper_pid) ? "running" : "not running",
 	       (unsigned long long)st->sa_queries, st->pcap_path[0] ? st->pcap_path : "off");
+	if (st->link == SIMF_LINK_IB && st->sm_kind == SIMF_SM_OPENSM)
+		printf("SM and SA: opensm on %s, pid %d (%s); uscm-sim-sm is the ports' SMA; files in %s/opensm\n",
+		       st->nodes[st->sm_node].name, st->sm_pid, pid_alive(st->sm_pid) ? "running" : "not running",
+		       f->dir);
 	printf("%-4s %-7s %-12s %-6s %-6s %-4s %-18s %-26s %8s %8s %6s %5s %6s  %s\n", "#", "name",
 	       "ip", "lid", "state", "link", "guid", "gid", "tx", "rx", "drop", "dup", "delay", "pids");
 	for (unsigned i = 0; i <= st->nnodes; i++) {

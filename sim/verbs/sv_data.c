@@ -1508,6 +1508,7 @@ static int port_state_now(struct sv_ctx *c)
 	if (!__atomic_load_n(&n->link_up, __ATOMIC_RELAXED))
 		return IBV_PORT_DOWN;
 	return n->port_state == SIMF_PORT_ACTIVE ? IBV_PORT_ACTIVE
+	       : n->port_state == SIMF_PORT_ARMED ? IBV_PORT_ARMED
 	       : n->port_state == SIMF_PORT_INIT ? IBV_PORT_INIT : IBV_PORT_DOWN;
 }
 

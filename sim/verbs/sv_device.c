@@ -376,6 +376,8 @@ static void fill_port_attr(struct sv_ctx *c, struct ibv_port_attr *a)
 		a->state = IBV_PORT_DOWN;
 	else if (n->port_state == SIMF_PORT_ACTIVE)
 		a->state = IBV_PORT_ACTIVE;
+	else if (n->port_state == SIMF_PORT_ARMED)
+		a->state = IBV_PORT_ARMED;
 	else
 		a->state = IBV_PORT_INIT;
 	a->max_mtu = IBV_MTU_4096;
