@@ -477,6 +477,59 @@ static void answer(const struct req *r, struct table *t)
 
 static uint32_t g_sm_activity;  /* SMInfo ActCount: bumped by every sweep */
 
+/* The built-in SM's switches (a --topo fabric): LIDs after the CAs', every
+ * port Active, and LFTs by fewest hops (the first port found on a tie), as
+ * OpenSM's min-hop routing would. Lock held. */
+static void builtin_switches(struct simf_state *st)
+{
+	unsigned total = st->nnodes + st->nswitches;
+	uint16_t top = 0;
+
+	for (unsigned i = st->nnodes + 1; i <= total && i < SIMF_MAX_NODES; i++) {
+		struct simf_node *nd = &st->nodes[i];
+
+		nd->sm_lid = 1;
+		if (!nd->lid) {
+			nd->lid = (uint16_t)(i + 1);
+			st->lft[nd->lid] = (uint8_t)(i + 1);
+		}
+		nd->port_state = SIMF_PORT_ACTIVE;
+		for (unsigned p = 1; p <= nd->nports; p++)
+			nd->ports[p].state = nd->ports[p].peer >= 0 ? SIMF_PORT_ACTIVE : SIMF_PORT_DOWN;
+	}
+	for (unsigned d = 1; d <= total && d < SIMF_MAX_NODES; d++) {
+		int queue[SIMF_MAX_NODES], seen[SIMF_MAX_NODES] = { 0 }, qh = 0, qt = 0;
+		uint16_t lid = st->nodes[d].lid;
+
+		if (!lid)
+			continue;
+		if (lid > top)
+			top = lid;
+		seen[d] = 1;
+		queue[qt++] = (int)d;
+		if (st->nodes[d].type == SIMF_NODE_SWITCH)
+			st->sw[st->nodes[d].sw].lft[lid] = 0;
+		while (qh < qt) {
+			int u = queue[qh++];
+			const struct simf_node *un = &st->nodes[u];
+
+			if (u != (int)d && un->type != SIMF_NODE_SWITCH)
+				continue;
+			for (unsigned p = 1; p <= un->nports; p++) {
+				int v = un->ports[p].peer;
+
+				if (v <= 0 || v >= SIMF_MAX_NODES || seen[v] || st->nodes[v].type != SIMF_NODE_SWITCH)
+					continue;
+				seen[v] = 1;
+				st->sw[st->nodes[v].sw].lft[lid] = un->ports[p].peer_port;
+				queue[qt++] = v;
+			}
+		}
+	}
+	for (unsigned k = 0; k < st->nswitches; k++)
+		st->sw[k].lft_top = top;
+}
+
 static void sm_sweep(void)
 {
 	struct simf_state *st = g_f->st;
@@ -500,6 +553,8 @@ static void sm_sweep(void)
 		nd->port_state = SIMF_PORT_ACTIVE;
 		logf_("%s: LID %u, ACTIVE", nd->name, nd->lid);
 	}
+	if (st->nswitches)
+		builtin_switches(st);
 	simf_unlock(g_f);
 }
 
@@ -993,22 +1048,25 @@ static void put_node_info(uint8_t *p, const struct simf_node *nd)
 	memset(p, 0, 40);
 	p[0] = 1;                 /* BaseVersion */
 	p[1] = 1;                 /* ClassVersion */
-	p[2] = 1;                 /* NodeType: channel adapter */
-	p[3] = 1;                 /* NumPorts */
+	p[2] = nd->type == SIMF_NODE_SWITCH ? 2 : 1; /* NodeType: switch or channel adapter */
+	p[3] = nd->type == SIMF_NODE_SWITCH ? nd->nports : 1; /* NumPorts */
 	p64(p + 4, nd->guid);     /* SystemImageGUID */
 	p64(p + 12, nd->guid);    /* NodeGUID */
 	p64(p + 20, nd->guid);    /* PortGUID */
 	p16(p + 28, SIMF_PKEYS);  /* PartitionCap */
-	p16(p + 30, 0x1017);      /* DeviceID */
+	p16(p + 30, nd->type == SIMF_NODE_SWITCH ? 0xcf08 : 0x1017); /* DeviceID */
 	p32(p + 32, 0);           /* Revision */
-	p32(p + 36, 1u << 24 | 0x0002c9u); /* LocalPortNum 1, VendorID */
+	p32(p + 36, 1u << 24 | 0x0002c9u); /* LocalPortNum 1 (see sma_get), VendorID */
 }
 
 /* NodeDescription, 64 bytes. */
 static void put_node_desc(uint8_t *p, const struct simf_node *nd, int idx)
 {
 	memset(p, 0, 64);
-	snprintf((char *)p, 64, "uscm-sim %s%s", nd->name, idx == 0 ? " (SM/SA)" : "");
+	if (nd->desc[0])
+		memcpy(p, nd->desc, strnlen(nd->desc, sizeof(nd->desc)));
+	else
+		snprintf((char *)p, 64, "uscm-sim %s%s", nd->name, idx == 0 ? " (SM/SA)" : "");
 }
 
 /* PortInfo of port 1, 64 bytes. */
@@ -1038,6 +1096,27 @@ static void put_port_info(uint8_t *pi, const struct simf_node *nd, int idx)
 	/* extended speeds (CapabilityMask bit 14): EDR 25.78125 Gb/s per lane */
 	pi[62] = 2 << 4 | 3;                          /* LinkSpeedExtActive EDR, supported FDR|EDR */
 	pi[63] = 3;                                   /* LinkSpeedExtEnabled FDR|EDR */
+}
+
+/* PortInfo of a switch's port `port` (0: its management port, which has
+ * the switch's LID and SM LID; 1..: an external port, whose state is its
+ * own and whose physical state says whether a cable with a live link is
+ * plugged in). */
+static void put_port_info_sw(uint8_t *pi, const struct simf_node *nd, int idx, unsigned port)
+{
+	put_port_info(pi, nd, idx);
+	pi[28] = (uint8_t)port;
+	if (port == 0)
+		return;
+	memset(pi, 0, 24);                             /* M_Key .. CapabilityMask: port 0's */
+	pi[32] = (uint8_t)(7 << 4 | (nd->ports[port].state & 0xF));
+	{
+		int peer = nd->ports[port].peer;
+		int up = nd->link_up && peer >= 0 && g_f->st->nodes[peer].link_up;
+
+		pi[33] = (uint8_t)((up ? 5 : peer >= 0 ? 3 : 2) << 4 | 2);
+	}
+	pi[34] = 0;                                    /* LMC: port 0's */
 }
 
 static void node_info(uint8_t *p, const struct simf_node *nd, int idx)
@@ -1248,7 +1327,7 @@ static void sma_open(void)
 {
 	for (unsigned i = 0; i < SIMF_MAX_NODES; i++)
 		g_sma_fd[i] = -1;
-	for (unsigned i = 0; i <= g_f->st->nnodes; i++) {
+	for (unsigned i = 0; i <= g_f->st->nnodes + g_f->st->nswitches && i < SIMF_MAX_NODES; i++) {
 		g_sma_fd[i] = simf_socket(g_f, (int)i, simf_qp_port(0), NULL);
 		if (g_sma_fd[i] < 0)
 			fprintf(stderr, "uscm-sim-sm: bind %s QP0 (its SMA): %s\n", g_f->st->nodes[i].name,
@@ -1274,20 +1353,86 @@ static const char *smp_attr_name(uint16_t attr)
  * (M_Key, GID prefix, enabled widths and speeds, NeighborMTU, VLs, timers,
  * SubnetTimeOut...) are kept per node here, so that a SubnGet returns what
  * the last SubnSet wrote, as on hardware. */
-static uint8_t g_pi[SIMF_MAX_NODES][SMP_DATA_LEN];
-static uint8_t g_pi_init[SIMF_MAX_NODES];
+static uint8_t g_pi[SIMF_MAX_NODES][SIMF_MAX_PORTS + 1][SMP_DATA_LEN];
+static uint8_t g_pi_init[SIMF_MAX_NODES][SIMF_MAX_PORTS + 1];
+/* the port the SMP being answered came in on (sma_input) */
+static int g_in_port = 1;
 
-static void sma_port_info(int n, const struct simf_node *nd, uint8_t *d)
+#define SMP_ATTR_SWITCH_INFO 0x0012
+#define SMP_ATTR_SL2VL 0x0017
+#define SMP_ATTR_VL_ARB 0x0018
+#define SMP_ATTR_LFT 0x0019
+#define SMP_ATTR_MFT 0x001B
+#define SW_MFT_CAP 1024       /* MulticastFDBCap: MLIDs 0xC000..0xC3FF */
+#define SW_PKEY_CAP 32        /* PartitionEnforcementCap of an external port */
+
+/* What an SMA stores as the SM wrote it and only gives back (SLtoVL and
+ * VLArbitration tables, MFT blocks, a switch port's P_Key table): 64 bytes
+ * per (node, attribute, modifier), in this process. */
+struct kv {
+	uint8_t used;
+	int16_t node;
+	uint16_t attr;
+	uint32_t mod;
+	uint8_t d[SMP_DATA_LEN];
+};
+#define KV_N 32768
+static struct kv g_kv[KV_N];
+
+static struct kv *kv_find(int n, uint16_t attr, uint32_t mod, int create)
+{
+	uint32_t h = ((uint32_t)n * 131u + attr * 31u + mod * 2654435761u) % KV_N;
+
+	for (unsigned i = 0; i < KV_N; i++, h = (h + 1) % KV_N) {
+		struct kv *k = &g_kv[h];
+
+		if (!k->used) {
+			if (!create)
+				return NULL;
+			k->used = 1;
+			k->node = (int16_t)n;
+			k->attr = attr;
+			k->mod = mod;
+			memset(k->d, 0, sizeof(k->d));
+			return k;
+		}
+		if (k->node == n && k->attr == attr && k->mod == mod)
+			return k;
+	}
+	return NULL;
+}
+
+static int is_sw(const struct simf_node *nd)
+{
+	return nd->type == SIMF_NODE_SWITCH;
+}
+
+/* The port a PortInfo modifier names on node nd (0 on a CA: port 1, the
+ * one it came in on), or -1. */
+static int pi_port(const struct simf_node *nd, uint32_t mod)
+{
+	unsigned p = mod & 0xFF;
+
+	if (!is_sw(nd))
+		return p <= 1 ? 1 : -1;
+	return p <= nd->nports ? (int)p : -1;
+}
+
+static void sma_port_info(int n, const struct simf_node *nd, int port, uint8_t *d)
 {
 	uint8_t cur[SMP_DATA_LEN];
 
-	put_port_info(cur, nd, n);
-	if (!g_pi_init[n]) {
-		memcpy(g_pi[n], cur, SMP_DATA_LEN);
-		g_pi_init[n] = 1;
+	if (is_sw(nd))
+		put_port_info_sw(cur, nd, n, (unsigned)port);
+	else
+		put_port_info(cur, nd, n);
+	if (!g_pi_init[n][port]) {
+		memcpy(g_pi[n][port], cur, SMP_DATA_LEN);
+		g_pi_init[n][port] = 1;
 	}
-	memcpy(d, g_pi[n], SMP_DATA_LEN);
+	memcpy(d, g_pi[n][port], SMP_DATA_LEN);
 	memcpy(d + 16, cur + 16, 8);               /* LID, MasterSMLID, CapabilityMask */
+	d[28] = is_sw(nd) ? (uint8_t)g_in_port : 1; /* LocalPortNum */
 	d[32] = cur[32];                           /* LinkSpeedSupported, PortState */
 	d[33] = (uint8_t)((cur[33] & 0xF0) | (d[33] & 0x0F)); /* PortPhysicalState */
 	d[34] = (uint8_t)((d[34] & 0xC0) | (cur[34] & 7));   /* M_KeyProtectBits, LMC */
@@ -1299,6 +1444,8 @@ static void sma_port_info(int n, const struct simf_node *nd, uint8_t *d)
 static uint16_t sma_get(int n, uint16_t attr, uint32_t mod, uint8_t *d)
 {
 	struct simf_node nd;
+	struct kv *k;
+	int port;
 
 	simf_lock(g_f);
 	nd = g_f->st->nodes[n];
@@ -1309,6 +1456,8 @@ static uint16_t sma_get(int n, uint16_t attr, uint32_t mod, uint8_t *d)
 		return 0;
 	case SMP_ATTR_NODE_INFO:
 		put_node_info(d, &nd);
+		if (is_sw(&nd))
+			d[36] = (uint8_t)g_in_port;    /* LocalPortNum */
 		return 0;
 	case SMP_ATTR_GUID_INFO:
 		/* modifier: block of 8 GUIDs; only the port GUID (index 0) is set */
@@ -1317,19 +1466,67 @@ static uint16_t sma_get(int n, uint16_t attr, uint32_t mod, uint8_t *d)
 		p64(d, nd.guid);
 		return 0;
 	case SMP_ATTR_PORT_INFO:
-		/* modifier bits 7:0: the port (0: the one the SMP came in on);
-		 * bit 31 (SMSupportsExtendedSpeeds) and the rest are ignored */
-		if ((mod & 0xFF) > 1)
+		/* modifier bits 7:0: the port (0: on a CA the one the SMP came
+		 * in on, on a switch its port 0); bit 31
+		 * (SMSupportsExtendedSpeeds) and the rest are ignored */
+		port = pi_port(&nd, mod);
+		if (port < 0)
 			return SMP_STATUS_BAD_VALUE;
-		sma_port_info(n, &nd, d);
+		sma_port_info(n, &nd, port, d);
 		return 0;
 	case SMP_ATTR_PKEY_TABLE:
-		/* modifier bits 15:0: block of 32 entries (31:16, a switch port,
-		 * is ignored on a CA) */
+		/* modifier bits 15:0: block of 32 entries, 31:16: a switch's
+		 * port (ignored on a CA) */
+		if (is_sw(&nd) && (mod >> 16) > 0) {
+			if ((mod >> 16) > nd.nports || (mod & 0xFFFF) >= SW_PKEY_CAP / 32)
+				return SMP_STATUS_BAD_VALUE;
+			k = kv_find(n, attr, mod, 0);
+			if (k)
+				memcpy(d, k->d, SMP_DATA_LEN);
+			else
+				p16(d, 0xFFFF);
+			return 0;
+		}
 		if ((mod & 0xFFFF) >= (SIMF_PKEYS + 31) / 32)
 			return SMP_STATUS_BAD_VALUE;
 		for (int i = 0; i < SIMF_PKEYS; i++)
 			p16(d + 2 * i, nd.pkeys[i]);
+		return 0;
+	case SMP_ATTR_SWITCH_INFO:
+		if (!is_sw(&nd))
+			return SMP_STATUS_UNSUPPORTED;
+		k = kv_find(n, attr, 0, 0);
+		if (k)
+			memcpy(d, k->d, SMP_DATA_LEN);     /* the writable fields as set */
+		p16(d, SIMF_LFT_CAP);                  /* LinearFDBCap */
+		p16(d + 2, 0);                         /* RandomFDBCap */
+		p16(d + 4, SW_MFT_CAP);                /* MulticastFDBCap */
+		simf_lock(g_f);
+		p16(d + 6, g_f->st->sw[nd.sw].lft_top); /* LinearFDBTop */
+		d[11] = g_f->st->sw[nd.sw].life_state; /* LifeTimeValue, PortStateChange */
+		simf_unlock(g_f);
+		p16(d + 12, 0);                        /* LIDsPerPort */
+		p16(d + 14, SW_PKEY_CAP);              /* PartitionEnforcementCap */
+		d[16] = 0;                             /* no filters, base port 0 */
+		return 0;
+	case SMP_ATTR_LFT:
+		/* modifier: block of 64 LIDs */
+		if (!is_sw(&nd))
+			return SMP_STATUS_UNSUPPORTED;
+		if (mod >= SIMF_LFT_CAP / 64)
+			return SMP_STATUS_BAD_VALUE;
+		simf_lock(g_f);
+		memcpy(d, g_f->st->sw[nd.sw].lft + mod * 64, 64);
+		simf_unlock(g_f);
+		return 0;
+	case SMP_ATTR_MFT:
+	case SMP_ATTR_SL2VL:
+	case SMP_ATTR_VL_ARB:
+		if (attr == SMP_ATTR_MFT && (!is_sw(&nd) || (mod & 0x1FF) >= SW_MFT_CAP / 32 || (mod >> 28) > nd.nports / 16))
+			return is_sw(&nd) ? SMP_STATUS_BAD_VALUE : SMP_STATUS_UNSUPPORTED;
+		k = kv_find(n, attr, mod, 0);
+		if (k)
+			memcpy(d, k->d, SMP_DATA_LEN);
 		return 0;
 	case SMP_ATTR_SM_INFO:
 		/* the built-in SM's SMInfo; an external SM's port answers
@@ -1360,32 +1557,36 @@ static uint16_t sma_set_port_info(int n, uint32_t mod, const uint8_t *q)
 {
 	struct simf_state *st = g_f->st;
 	struct simf_node *nd = &st->nodes[n];
-	uint8_t *w = g_pi[n], want = q[32] & 0xF;
+	uint8_t want = q[32] & 0xF, *state, *w;
 	uint16_t lid = g16(q + 16), smlid = g16(q + 18);
 	uint8_t cur, next;
+	int port = pi_port(nd, mod), sw = is_sw(nd), ext;
 
-	if ((mod & 0xFF) > 1)
+	if (port < 0)
 		return SMP_STATUS_BAD_VALUE;
-	if (!g_pi_init[n]) {
+	ext = sw && port > 0; /* a switch's external port: no LID of its own */
+	w = g_pi[n][port];
+	if (!g_pi_init[n][port]) {
 		uint8_t tmp[SMP_DATA_LEN];
 		struct simf_node copy;
 
 		simf_lock(g_f);
 		copy = *nd;
 		simf_unlock(g_f);
-		sma_port_info(n, &copy, tmp);
+		sma_port_info(n, &copy, port, tmp);
 	}
 	/* LIDs: unicast only; 0 (not yet assigned) is allowed */
-	if (lid >= 0xC000 || smlid >= 0xC000)
+	if (!ext && (lid >= 0xC000 || smlid >= 0xC000))
 		return SMP_STATUS_BAD_VALUE;
 	simf_lock(g_f);
-	cur = nd->port_state;
+	state = ext ? &nd->ports[port].state : &nd->port_state;
+	cur = *state;
 	next = cur;
 	switch (want) {
 	case 0: /* no state change */
 		break;
 	case SIMF_PORT_DOWN:
-		next = nd->link_up ? SIMF_PORT_INIT : SIMF_PORT_DOWN;
+		next = nd->link_up && (!ext || nd->ports[port].peer >= 0) ? SIMF_PORT_INIT : SIMF_PORT_DOWN;
 		break;
 	case SIMF_PORT_ARMED:
 		next = cur == SIMF_PORT_INIT || cur == SIMF_PORT_ARMED ? SIMF_PORT_ARMED : 0;
@@ -1396,13 +1597,17 @@ static uint16_t sma_set_port_info(int n, uint32_t mod, const uint8_t *q)
 	default: /* Init cannot be set; 5..15 are reserved */
 		next = 0;
 	}
+	/* a switch's base port 0 is up whenever the switch is: it follows
+	 * what the SM asks */
+	if (sw && port == 0 && (want == SIMF_PORT_ARMED || want == SIMF_PORT_ACTIVE))
+		next = want;
 	if (!next) {
 		simf_unlock(g_f);
-		logf_("SMA of %s: PortInfo Set: port state %u -> %u is not a valid transition", nd->name, cur,
-		      want);
+		logf_("SMA of %s: PortInfo Set port %d: port state %u -> %u is not a valid transition", nd->name,
+		      port, cur, want);
 		return SMP_STATUS_BAD_VALUE;
 	}
-	if (lid && lid != nd->lid) {
+	if (!ext && lid && lid != nd->lid) {
 		if (st->lft[lid] && st->lft[lid] != (uint8_t)(n + 1)) {
 			simf_unlock(g_f);
 			logf_("SMA of %s: PortInfo Set: LID %u is node%d's", nd->name, lid, st->lft[lid] - 1);
@@ -1413,11 +1618,13 @@ static uint16_t sma_set_port_info(int n, uint32_t mod, const uint8_t *q)
 		st->lft[lid] = (uint8_t)(n + 1);
 		nd->lid = lid;
 	}
-	nd->sm_lid = smlid;
-	nd->lmc = q[34] & 7;
-	logf_("SMA of %s: PortInfo Set: LID %u, SM LID %u, LMC %u, port state %u -> %u (asked %u)", nd->name,
-	      lid, smlid, q[34] & 7, cur, next, want);
-	nd->port_state = next;
+	if (!ext) {
+		nd->sm_lid = smlid;
+		nd->lmc = sw ? 0 : q[34] & 7;
+	}
+	logf_("SMA of %s: PortInfo Set port %d: LID %u, SM LID %u, LMC %u, port state %u -> %u (asked %u)",
+	      nd->name, port, lid, smlid, q[34] & 7, cur, next, want);
+	*state = next;
 	__atomic_add_fetch(&st->generation, 1, __ATOMIC_RELEASE);
 	simf_unlock(g_f);
 
@@ -1464,6 +1671,50 @@ static uint16_t sma_set_pkeys(int n, uint32_t mod, const uint8_t *q)
 	return 0;
 }
 
+/* SubnSet of what a switch (or, for SLtoVL / VLArbitration, any port)
+ * keeps: SwitchInfo (LinearFDBTop, default ports, LifeTimeValue; a 1 in
+ * PortStateChange clears it), LFT blocks (the fabric forwards by them at
+ * once), MFT blocks and the VL tables (stored). The modifier was checked. */
+static uint16_t sma_set_switch(int n, uint16_t attr, uint32_t mod, const uint8_t *q)
+{
+	struct simf_state *st = g_f->st;
+	struct simf_node *nd = &st->nodes[n];
+	struct kv *k;
+
+	switch (attr) {
+	case SMP_ATTR_SWITCH_INFO: {
+		uint16_t top = g16(q + 6);
+
+		if (top >= SIMF_LFT_CAP)
+			return SMP_STATUS_BAD_VALUE;
+		k = kv_find(n, attr, 0, 1);
+		if (!k)
+			return SMP_STATUS_BAD_VALUE;
+		memcpy(k->d + 8, q + 8, 3);            /* DefaultPort, DefaultMulticast(Not)PrimaryPort */
+		memcpy(k->d + 18, q + 18, 2);          /* MulticastFDBTop */
+		simf_lock(g_f);
+		st->sw[nd->sw].lft_top = top;
+		st->sw[nd->sw].life_state = (uint8_t)((q[11] & 0xF8) |
+						      (q[11] & 0x04 ? 0 : st->sw[nd->sw].life_state & 0x04));
+		simf_unlock(g_f);
+		logf_("SMA of %s: SwitchInfo Set: LinearFDBTop %u", nd->name, top);
+		return 0;
+	}
+	case SMP_ATTR_LFT:
+		simf_lock(g_f);
+		memcpy(st->sw[nd->sw].lft + mod * 64, q, 64);
+		__atomic_add_fetch(&st->generation, 1, __ATOMIC_RELEASE);
+		simf_unlock(g_f);
+		return 0;
+	default:
+		k = kv_find(n, attr, mod, 1);
+		if (!k)
+			return SMP_STATUS_BAD_VALUE;
+		memcpy(k->d, q, SMP_DATA_LEN);
+		return 0;
+	}
+}
+
 /* A SubnSet(attr, mod) with data q on node n: 0 and the attribute's new
  * value in d, or a MAD status. Only an external SM configures ports by
  * SMPs; the built-in SM writes the node table itself. */
@@ -1478,12 +1729,30 @@ static uint16_t sma_set(int n, uint16_t attr, uint32_t mod, const uint8_t *q, ui
 		st = sma_set_port_info(n, mod, q);
 		break;
 	case SMP_ATTR_PKEY_TABLE:
+		if (is_sw(&g_f->st->nodes[n]) && (mod >> 16) > 0) {
+			st = sma_get(n, attr, mod, d); /* checks the modifier */
+			if (!st)
+				memcpy(kv_find(n, attr, mod, 1)->d, q, SMP_DATA_LEN);
+			break;
+		}
 		st = sma_set_pkeys(n, mod, q);
+		break;
+	case SMP_ATTR_SWITCH_INFO:
+	case SMP_ATTR_LFT:
+	case SMP_ATTR_MFT:
+	case SMP_ATTR_SL2VL:
+	case SMP_ATTR_VL_ARB:
+		st = sma_get(n, attr, mod, d); /* checks node type and modifier */
+		if (!st)
+			st = sma_set_switch(n, attr, mod, q);
 		break;
 	default:
 		return SMP_STATUS_UNSUPPORTED;
 	}
-	return st ? st : sma_get(n, attr, mod, d);
+	if (st)
+		return st;
+	memset(d, 0, SMP_DATA_LEN);
+	return sma_get(n, attr, mod, d);
 }
 
 /* One datagram to node n's QP0 (received on g_sma_fd[n]). */
@@ -1494,8 +1763,10 @@ static void sma_input(int n, int src, uint16_t sport, const uint8_t *pkt, size_t
 	struct simf_bth b, ob;
 	uint16_t status, attr;
 	uint32_t mod;
+	uint8_t ret_path[64];
 	int dr;
 
+	g_in_port = 1;
 	if (src < 0 || len < sizeof(out))
 		return;
 	/* what the HCA checks: ICRC, UD SEND-only to QP0 (any P_Key, any
@@ -1515,12 +1786,25 @@ static void sma_input(int n, int src, uint16_t sport, const uint8_t *pkt, size_t
 	if (mad[3] != UMAD_METHOD_GET && mad[3] != UMAD_METHOD_SET)
 		return;
 	dr = mad[1] == UMAD_CLASS_SUBN_DIRECTED_ROUTE;
-	/* directed route: a returning SMP (D set) is not for an SMA; hop
-	 * count 0 is the sender's own SMA, 1 the port at the other end of the
-	 * sender's cable (the umad drop-in sent it here only then); a CA
-	 * forwards nothing further */
-	if (dr && ((mad[4] & 0x80) || mad[7] > 1))
-		return;
+	/* directed route: a returning SMP (D set) is not for an SMA; the
+	 * SMP's path is walked from its sender (simf_route_dr, the same walk
+	 * that brought it here) for the port it came in on and the
+	 * ReturnPath; one whose path does not end here is not ours */
+	if (dr) {
+		if ((mad[4] & 0x80) || simf_route_dr(g_f, src, mad, &g_in_port, ret_path) != n)
+			return;
+	} else {
+		const struct simf_node *sn = &g_f->st->nodes[src];
+
+		/* LID-routed: the port it came in on; the answer goes back
+		 * through the switches to the requester's LID */
+		if (simf_route_lid(g_f, src, g_f->st->nodes[n].lid, &g_in_port) != n)
+			g_in_port = 1;
+		if (sn->lid && simf_route_lid(g_f, n, sn->lid, NULL) != src) {
+			logf_("SMA of %s: no route back to LID %u: answer lost", g_f->st->nodes[n].name, sn->lid);
+			return;
+		}
+	}
 	attr = g16(mad + 16);
 	mod = g32(mad + 20);
 	memset(out, 0, sizeof(out));
@@ -1537,8 +1821,7 @@ static void sma_input(int n, int src, uint16_t sport, const uint8_t *pkt, size_t
 	if (dr) {
 		status |= SMP_D_BIT;
 		rm[6] = 0; /* hop pointer, as the requester's SMI hands it over */
-		if (mad[7] == 1)
-			rm[192 + 1] = 1; /* ReturnPath[1]: it came in on port 1 */
+		memcpy(rm + 192 + 1, ret_path + 1, 63); /* ReturnPath: the ports it came in on */
 	}
 	p16(rm + 4, status);
 	memset(&ob, 0, sizeof(ob));

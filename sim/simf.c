@@ -582,6 +582,11 @@ struct simf *simf_create(const char *dir, enum simf_link link, unsigned nnodes,
 	for (unsigned g = 0; g < SIMF_MAX_MCG; g++)
 		for (unsigned q = 0; q < SIMF_MCG_QPS; q++)
 			st->mcgs[g].qps[q].node = -1;
+	for (unsigned i = 0; i < SIMF_MAX_NODES; i++) {
+		st->nodes[i].nports = i && i <= nnodes ? 1 : 0;
+		for (unsigned p = 0; p <= SIMF_MAX_PORTS; p++)
+			st->nodes[i].ports[p].peer = -1;
+	}
 	if (pcap_path && *pcap_path) {
 		int pfd;
 
@@ -862,7 +867,7 @@ int simf_node_by_name(const struct simf *f, const char *name)
 
 	if (!name || !*name)
 		return -1;
-	for (unsigned i = 0; i <= st->nnodes && i < SIMF_MAX_NODES; i++)
+	for (unsigned i = 0; i <= st->nnodes + st->nswitches && i < SIMF_MAX_NODES; i++)
 		if (strcmp(st->nodes[i].name, name) == 0)
 			return (int)i;
 	/* "3" means node3; "127.10.0.3" too */
@@ -894,11 +899,9 @@ int simf_neighbor(const struct simf *f, int n)
 {
 	const struct simf_state *st = f->st;
 
-	if (st->link != SIMF_LINK_IB || st->sm_kind != SIMF_SM_OPENSM || st->nnodes != 2)
+	if (st->link != SIMF_LINK_IB || !st->cabled || n < 0 || n >= SIMF_MAX_NODES)
 		return -1;
-	if (n == 1 || n == 2)
-		return 3 - n;
-	return -1;
+	return st->nodes[n].ports[1].peer;
 }
 
 int simf_node_by_gid(const struct simf *f, const uint8_t gid[16])
@@ -984,7 +987,7 @@ int simf_set_link(struct simf *f, int n, int up)
 {
 	struct simf_node *nd;
 
-	if (n < 0 || (unsigned)n > f->st->nnodes)
+	if (n < 0 || (unsigned)n > f->st->nnodes + f->st->nswitches)
 		return errno = EINVAL, -1;
 	nd = &f->st->nodes[n];
 	simf_lock(f);
@@ -1560,7 +1563,7 @@ int simf_socket(struct simf *f, int n, uint16_t port, uint16_t *bound)
 	socklen_t alen = sizeof(a);
 	int fd, one = SOCK_BUF, back, e;
 
-	if (n < 0 || n >= SIMF_MAX_NODES || (unsigned)n > f->st->nnodes)
+	if (n < 0 || n >= SIMF_MAX_NODES || (unsigned)n > f->st->nnodes + f->st->nswitches)
 		return errno = EINVAL, -1;
 	fabric_netns_enter(f, &back);
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -1599,7 +1602,7 @@ ssize_t simf_recv(struct simf *f, int fd, void *buf, size_t cap, int *src, uint1
 		*src = -1;
 		if (alen >= sizeof(a) && a.sin_family == AF_INET &&
 		    (h & 0xFFFFFF00u) == (127u << 24 | 77u << 16 | (f->st->instance & 0xFF) << 8) &&
-		    (h & 0xFF) <= f->st->nnodes)
+		    (h & 0xFF) <= f->st->nnodes + f->st->nswitches)
 			*src = (int)(h & 0xFF);
 	}
 	if (src_port)
@@ -2024,8 +2027,8 @@ ssize_t simf_send_from(struct simf *f, int fd, uint16_t sport, int src, int dst,
 	uint64_t hold = 0;
 	uint32_t dqp;
 
-	if (!f || !pkt || src < 0 || dst < 0 || (unsigned)src > st->nnodes ||
-	    (unsigned)dst > st->nnodes || len < SIMF_BTH_LEN + SIMF_ICRC_LEN || len > 65507)
+	if (!f || !pkt || src < 0 || dst < 0 || (unsigned)src > st->nnodes + st->nswitches ||
+	    (unsigned)dst > st->nnodes + st->nswitches || len < SIMF_BTH_LEN + SIMF_ICRC_LEN || len > 65507)
 		return errno = EINVAL, -1;
 	simf_icrc_put(p + len - SIMF_ICRC_LEN,
 		      simf_icrc(f, src, dst, sport, port, p, len - SIMF_ICRC_LEN));

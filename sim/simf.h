@@ -42,7 +42,7 @@
 #include <sys/types.h>
 
 #define SIMF_MAGIC 0x55534631u /* "USF1" */
-#define SIMF_VERSION 5
+#define SIMF_VERSION 6
 #define SIMF_IP_GIDS 4         /* IPv6 RoCE GIDs per node (struct simf_node) */
 #define SIMF_MAX_NODES 64      /* node 0 = SM/SA, 1..63 = node1..node63 */
 #define SIMF_MAX_AGENTS 32     /* umad agents per node */
@@ -55,6 +55,9 @@
 #define SIMF_MAX_MCG 64        /* multicast groups */
 #define SIMF_MCG_QPS 64        /* QPs attached to one group (all nodes) */
 #define SIMF_QKEY_GSI 0x80010000u
+#define SIMF_MAX_PORTS 36      /* ports of a switch (1..36; 0 = its management port) */
+#define SIMF_MAX_SWITCHES 24
+#define SIMF_LFT_CAP 0xC000    /* a switch's LinearFDBCap: unicast LIDs 0..0xBFFF */
 
 /* BTH byte 4 (resv8a) as the fabric uses it. */
 #define SIMF_RESV8A(sl, grh) ((uint8_t)((((unsigned)(sl) & 0xFu) << 4) | ((grh) ? 1u : 0u)))
@@ -75,6 +78,16 @@ enum simf_port_state { SIMF_PORT_DOWN = 1, SIMF_PORT_INIT = 2, SIMF_PORT_ARMED =
  * (Debian's opensm, `uscm-sim up --sm opensm`) running on a node's port,
  * with uscm-sim-sm only every port's SMA. */
 enum simf_sm_kind { SIMF_SM_BUILTIN = 0, SIMF_SM_OPENSM = 1 };
+enum simf_node_type { SIMF_NODE_CA = 0, SIMF_NODE_SWITCH = 1 };
+
+/* One end of a cable: node `peer`'s port `peer_port` (peer -1: no cable).
+ * state: a switch port's state (enum simf_port_state; a CA port's is
+ * simf_node.port_state). */
+struct simf_port {
+	int16_t peer;
+	uint8_t peer_port;
+	uint8_t state;
+};
 
 /* A registered umad agent: requests of (class, version, method) addressed
  * to QP1/QP0 of this node go to 127.77.<inst>.<node>:port. */
@@ -116,6 +129,22 @@ struct simf_node {
 	 * kernel's roce_gid_mgmt adds a GID per address of a netdev); zero
 	 * entries unused. The fabric delivers datagrams to them too. */
 	uint8_t ip_gids[SIMF_IP_GIDS][16];
+	/* v6: topology. A CA has port 1; a switch (nodes nnodes+1 ..
+	 * nnodes+nswitches) ports 1..nports and its management port 0, whose
+	 * LID and state are lid / port_state above. */
+	uint8_t type;           /* enum simf_node_type */
+	uint8_t nports;
+	uint16_t sw;            /* a switch: its index in simf_state.sw */
+	char desc[64];          /* NodeDescription ("" : "uscm-sim <name>") */
+	struct simf_port ports[SIMF_MAX_PORTS + 1];
+};
+
+/* A switch's forwarding state, as its SMA keeps it (SubnSet by the SM). */
+struct simf_switch {
+	uint16_t lft_top;       /* SwitchInfo LinearFDBTop */
+	uint8_t life_state;     /* SwitchInfo byte 11: LifeTimeValue, PortStateChange */
+	uint8_t _pad;
+	uint8_t lft[SIMF_LFT_CAP]; /* LID -> output port (0xFF: none) */
 };
 
 /* A fault rule: the first matching rule applies to a datagram. */
@@ -190,6 +219,11 @@ struct simf_state {
 	uint32_t sm_kind;       /* enum simf_sm_kind */
 	int32_t sm_node;        /* SIMF_SM_OPENSM: the node whose port the SM runs on */
 	int32_t sm_pid;         /* SIMF_SM_OPENSM: the opensm process (0: none) */
+	/* v6 */
+	uint32_t cabled;        /* ports are linked by cables (nodes[].ports): a
+				 * topology, or two nodes back to back under OpenSM */
+	uint32_t nswitches;     /* switches: nodes nnodes+1 .. nnodes+nswitches */
+	struct simf_switch sw[SIMF_MAX_SWITCHES];
 };
 
 struct simf {
@@ -226,12 +260,56 @@ void simf_unlock(struct simf *f);
 /* Node index by name ("node3", "sm"), by LID (via the LFT), by GID. -1 if none. */
 int simf_node_by_name(const struct simf *f, const char *name);
 int simf_node_by_lid(const struct simf *f, uint16_t lid);
-/* The node at the other end of node n's port 1, or -1. Only a fabric under
- * an external SM is cabled: its two nodes are linked back to back (node 0
- * is not on that subnet). The built-in SM's fabric has no cables to follow
- * (every node reaches every other). */
+/* The node at the other end of node n's port 1, or -1. Only a cabled
+ * fabric (a topology, or two nodes back to back under an external SM; node
+ * 0 is on no cable) has cables to follow; the built-in SM's default fabric
+ * has none (every node reaches every other). */
 int simf_neighbor(const struct simf *f, int n);
 int simf_node_by_gid(const struct simf *f, const uint8_t gid[16]);
+/* Where a LID-routed packet from node src to dlid arrives, as switches
+ * forward it: on a cabled fabric with switches it leaves src's port 1 and
+ * each switch sends it out of the port its LFT gives for dlid (a LID above
+ * LinearFDBTop, an entry 0xFF, a port without cable or link: lost); it
+ * arrives at the node owning dlid (a CA, or a switch's port 0), else it is
+ * lost (-1). *in_port (may be NULL) gets the port it came in on. Without
+ * switches, simf_node_by_lid. The built-in SM's node 0 is off the cables
+ * and reaches / is reached by every node directly. */
+int simf_route_lid(const struct simf *f, int src, uint16_t dlid, int *in_port);
+/* Where a directed-route SMP (outgoing, D bit clear; the 256-byte MAD) sent
+ * from node src arrives, walking its InitialPath hop by hop (IBTA 14.2.2;
+ * DrSLID permissive; a DrDLID other than permissive is reached by LID from
+ * the last hop): the node, -1 if lost. *in_port: the port it came in on
+ * (hop count 0: 1 on a CA, 0 on a switch), ret_path (64 bytes, may be NULL):
+ * the ReturnPath the responder reports. */
+int simf_route_dr(const struct simf *f, int src, const uint8_t *smp, int *in_port, uint8_t *ret_path);
+/* ---- topologies (ibsim / ibnetdiscover format) ------------------------------ */
+struct simf_topo_node {
+	char name[64];          /* the name in the file ("S-0002c9...", "Switch1") */
+	char desc[64];
+	uint64_t guid;          /* 0: the fabric's default */
+	uint8_t type, nports;
+	struct { int16_t peer; uint8_t peer_port; } ports[SIMF_MAX_PORTS + 1];
+};
+struct simf_topo {
+	unsigned n, ncas, nswitches;
+	struct simf_topo_node nodes[SIMF_MAX_NODES];
+};
+/* Parses a topology file (ibsim's format, i.e. ibnetdiscover's output:
+ * "Switch N \"name\" # \"desc\"" / "Hca N \"name\"" / "Ca N ..." blocks,
+ * "[p] \"peer\"[pp]" link lines, switchguid=/caguid= lines). 0 or -1 with
+ * a message in err. */
+int simf_topo_parse(const char *path, struct simf_topo *t, char *err, size_t errlen);
+/* Generators: "fat-tree:L,S,H" (L leaf switches with H hosts each, every
+ * leaf linked to each of S spine switches), "chain:S,H" (S switches in a
+ * line, H hosts on each). 0 or -1 with a message. */
+int simf_topo_generate(const char *spec, struct simf_topo *t, char *err, size_t errlen);
+/* Writes t in ibnetdiscover's format (the guids the fabric uses). */
+int simf_topo_write(const struct simf *f, const char *path);
+/* Applies t to a fabric just created with t->ncas nodes: CAs become
+ * node1..nodeN in file order, switches sw1..swS, cables as given. */
+int simf_topo_apply(struct simf *f, const struct simf_topo *t, char *err, size_t errlen);
+/* Cables node a's port pa to node b's port pb (both ends). */
+void simf_cable(struct simf *f, int a, int pa, int b, int pb);
 /* The GID node n sent from by its SIMF_RESV8A_SGID index (RoCE). */
 const uint8_t *simf_node_sgid(const struct simf *f, int n, unsigned sgid_index);
 /* Allocates a QPN on node n (>= 2). */

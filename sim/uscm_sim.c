@@ -58,6 +58,7 @@ struct opts {
 	int devib;              /* --dev-infiniband */
 	enum simf_umad_access umad_access;
 	enum simf_sm_kind sm;   /* --sm builtin|opensm */
+	const char *topo;       /* --topo FILE|fat-tree:L,S,H|chain:S,H */
 	int start_opts;         /* any start-only option given */
 };
 
@@ -67,7 +68,7 @@ static void usage_to(FILE *out, int rc)
 		"usage: uscm-sim COMMAND [options]\n"
 		"  start [--dir D] [--nodes N] [--link ib|roce] [--seed S] [--pcap FILE]\n"
 		"        [--fault SPEC]... [--no-uscmd] [--umad-access root|all] [--netns]\n"
-		"        [--dev-infiniband] [-v]\n"
+		"        [--dev-infiniband] [--sm builtin|opensm] [--topo SPEC] [-v]\n"
 		"                                   start a fabric (default 2 nodes, IB) and one uscmd\n"
 		"                                   (host service) per node            (alias: up)\n"
 		"        --no-uscmd                 no uscmd (in-process programs own the CM agents)\n"
@@ -77,7 +78,12 @@ static void usage_to(FILE *out, int rc)
 		"                                   /dev/infiniband/uverbs0 (root; UCX looks for it)\n"
 		"        --sm builtin|opensm        the subnet manager (IB): uscm-sim-sm (default), or\n"
 		"                                   Debian's opensm on node1's port (2 nodes, linked\n"
-		"                                   back to back; its files in D/opensm/)\n"
+		"                                   back to back, or --topo; its files in D/opensm/)\n"
+		"        --topo FILE|fat-tree:L,S,H|chain:S,H\n"
+		"                                   switches and cables (IB): an ibsim/ibnetdiscover\n"
+		"                                   topology file, or L leaves with H hosts each under\n"
+		"                                   S spines, or S switches in a line with H hosts each;\n"
+		"                                   its CAs are node1..N (D/topology has the result)\n"
 		"        --umad-access root|all     who may open /dev/infiniband/umadN (default root,\n"
 		"                                   as on a real host; verbs are open to every user)\n"
 		"  stop [--dir D]                   stop the uscmds, then the SM and every node\n"
@@ -186,6 +192,9 @@ static int parse_opts(int argc, char **argv, int i, struct opts *o)
 			o->start_opts = 1;
 		} else if (strcmp(a, "--no-uscmd") == 0) {
 			o->no_uscmd = 1; /* run on a running fabric: no USCM_SOCKET */
+		} else if (strcmp(a, "--topo") == 0 && i + 1 < argc) {
+			o->topo = argv[++i];
+			o->start_opts = 1;
 		} else if (strcmp(a, "--sm") == 0 && i + 1 < argc) {
 			const char *v = argv[++i];
 
@@ -936,6 +945,7 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 {
 	const char *dir = fabric_dir(o);
 	struct simf_fault rules[SIMF_MAX_FAULTS];
+	static struct simf_topo topo;
 	char pcap[PATH_MAX];
 	struct simf *f;
 	unsigned inst = 0;
@@ -946,10 +956,24 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 	nrules = parse_rules(o->faults, o->nfaults, rules);
 	if (nrules < 0)
 		return 2;
-	if (o->sm == SIMF_SM_OPENSM && ((o->link && o->link != SIMF_LINK_IB) || (o->nodes && o->nodes != 2))) {
-		/* a fabric without switches cables two ports back to back;
-		 * switches and topologies are issue 17's next steps */
-		fprintf(stderr, "uscm-sim: --sm opensm needs --link ib and 2 nodes (no switches yet)\n");
+	if (o->topo) {
+		char err[256];
+		const char *colon = strchr(o->topo, ':');
+		int gen = colon && (strncmp(o->topo, "fat-tree:", 9) == 0 || strncmp(o->topo, "chain:", 6) == 0);
+
+		if ((gen ? simf_topo_generate(o->topo, &topo, err, sizeof(err))
+			 : simf_topo_parse(o->topo, &topo, err, sizeof(err))) < 0) {
+			fprintf(stderr, "uscm-sim: --topo: %s\n", err);
+			return 2;
+		}
+		if ((o->link && o->link != SIMF_LINK_IB) || (o->nodes && o->nodes != topo.ncas)) {
+			fprintf(stderr, "uscm-sim: --topo: IB only, and its %u CAs are the nodes (--nodes)\n",
+				topo.ncas);
+			return 2;
+		}
+	} else if (o->sm == SIMF_SM_OPENSM && ((o->link && o->link != SIMF_LINK_IB) || (o->nodes && o->nodes != 2))) {
+		/* without a topology two ports are cabled back to back */
+		fprintf(stderr, "uscm-sim: --sm opensm needs --link ib and 2 nodes, or a --topo\n");
 		return 2;
 	}
 	f = attach_quiet(dir);
@@ -1015,7 +1039,7 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 		if (o->netns) {
 			int fd;
 
-			if (netns_create(o->nodes ? o->nodes : 2) < 0)
+			if (netns_create(o->topo ? topo.ncas : o->nodes ? o->nodes : 2) < 0)
 				return 1;
 			fd = open(marker, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 			if (fd < 0) {
@@ -1032,7 +1056,7 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 		fprintf(stderr, "uscm-sim: no free fabric instance on 127.77.0.0/16: %s\n", strerror(errno));
 		return 1;
 	}
-	f = simf_create(absdir, o->link ? o->link : SIMF_LINK_IB, o->nodes ? o->nodes : 2, inst,
+	f = simf_create(absdir, o->link ? o->link : SIMF_LINK_IB, o->topo ? topo.ncas : o->nodes ? o->nodes : 2, inst,
 			o->seed, pcap[0] ? pcap : NULL);
 	if (!f) {
 		fprintf(stderr, "uscm-sim: create fabric in %s: %s\n", absdir, strerror(errno));
@@ -1041,11 +1065,27 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 	}
 	if (nrules > 0)
 		simf_fault_set(f, rules, nrules);
+	if (o->topo) {
+		char err[256], tpath[PATH_MAX + 16];
+
+		if (simf_topo_apply(f, &topo, err, sizeof(err)) < 0) {
+			fprintf(stderr, "uscm-sim: --topo: %s\n", err);
+			simf_detach(f);
+			remove_state(absdir);
+			close(claim);
+			return 1;
+		}
+		snprintf(tpath, sizeof(tpath), "%s/topology", absdir);
+		if (simf_topo_write(f, tpath) < 0)
+			fprintf(stderr, "uscm-sim: %s: %s\n", tpath, strerror(errno));
+	}
 	if (o->sm == SIMF_SM_OPENSM) {
-		/* node 1's port is cabled to node 2's; node 0 (uscm-sim-sm, now
-		 * only every port's SMA) is not on that subnet */
+		/* without a topology node 1's port is cabled to node 2's; node
+		 * 0 (uscm-sim-sm, now only every SMA) is on no cable */
 		f->st->sm_kind = SIMF_SM_OPENSM;
 		f->st->sm_node = 1;
+		if (!o->topo)
+			simf_cable(f, 1, 1, 2, 1);
 		simf_set_link(f, 0, 0);
 	}
 	f->st->umad_access = o->umad_access;

@@ -864,16 +864,12 @@ static int resolve_dst(const ib_mad_addr_t *a, const uint8_t *mad, int *dst)
 	*dst = -1;
 	if (!roce() && M_CLASS(mad) == 0x81 && !is_response(mad) &&
 	    (be16toh(a->lid) == 0xFFFF || be16toh(a->lid) == 0)) {
-		/* A directed-route SMP from this port (permissive DLID): with
-		 * hop count 0 it is for this node's own SMA; with hop count 1
-		 * and initial path [1] = port 1 it goes out of port 1 to the
-		 * port at the other end of the cable (simf_neighbor: two nodes
-		 * linked back to back under an external SM), whose SMA takes
-		 * it (a CA forwards no further: more hops are lost). */
-		if (mad[7] == 0)
-			*dst = G.self;
-		else if (mad[7] == 1 && mad[128 + 1] == 1)
-			*dst = simf_neighbor(G.f, G.self);
+		/* A directed-route SMP from this port (permissive DLID): hop
+		 * count 0 is this node's own SMA; otherwise it leaves by
+		 * InitialPath[1] and every switch on the way sends it on by the
+		 * next entry (simf_route_dr walks the cables; a CA forwards
+		 * nothing, a missing cable or a down link loses it). */
+		*dst = simf_route_dr(G.f, G.self, mad, NULL, NULL);
 		return 0;
 	}
 	if (roce()) {
@@ -882,8 +878,8 @@ static int resolve_dst(const ib_mad_addr_t *a, const uint8_t *mad, int *dst)
 		*dst = simf_node_by_gid(G.f, a->gid);
 		return 0;
 	}
-	*dst = simf_node_by_lid(G.f, be16toh(a->lid));
-	/* IB routes on the DLID; the destination drops a GRH whose DGID is
+	*dst = simf_route_lid(G.f, G.self, be16toh(a->lid), NULL);
+	/* IB routes on the DLID (through the switches' LFTs); the destination drops a GRH whose DGID is
 	 * not one of its GIDs. */
 	if (*dst >= 0 && a->grh_present && memcmp(a->gid, node(*dst)->gid, 16))
 		*dst = -1;
@@ -1372,7 +1368,7 @@ static void rx_datagram(struct uport *up, uint8_t *pkt, size_t len, int src, uin
 	ib_mad_addr_t a;
 	int pkey_index = -1, i;
 
-	if (src < 0 || (unsigned)src > G.f->st->nnodes) {
+	if (src < 0 || (unsigned)src > G.f->st->nnodes + G.f->st->nswitches) {
 		drop("not from the fabric", -1);
 		return;
 	}

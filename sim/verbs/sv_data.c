@@ -98,7 +98,7 @@ static int av_node(struct sv_ctx *c, const struct ibv_ah_attr *av)
 {
 	if (c->link == SIMF_LINK_ROCE || (av->is_global && !av->dlid))
 		return simf_node_by_gid(c->f, av->grh.dgid.raw);
-	return simf_node_by_lid(c->f, av->dlid);
+	return simf_route_lid(c->f, c->node, av->dlid, NULL);
 }
 
 static uint16_t qp_pkey(const struct sv_qp *q)
