@@ -1,0 +1,229 @@
+/* simf topologies and switches (issue 17): the ibsim / ibnetdiscover topology
+ * file parser, the generators, and how packets travel: LID-routed through
+ * each switch's LFT (a missing entry, a LID above LinearFDBTop, a cable
+ * whose link is down lose the packet), directed routes hop by hop with the
+ * ReturnPath a responder reports (a CA forwards nothing). */
+#include "simtest.h"
+
+static char *g_dir;
+static int g_claim = -1;
+static unsigned g_inst;
+
+static void setup(void)
+{
+	g_dir = st_mkdtemp();
+	g_claim = st_claim_instance(&g_inst);
+	cr_assert(g_claim >= 0, "no free transport instance");
+}
+
+static void teardown(void)
+{
+	if (g_claim >= 0)
+		close(g_claim);
+	st_rmrf(g_dir);
+	free(g_dir);
+}
+
+TestSuite(topo, .init = setup, .fini = teardown, .timeout = 30);
+
+static struct simf_topo g_t;
+
+static struct simf *mk_topo(const char *spec)
+{
+	char err[256];
+	struct simf *f;
+
+	cr_assert_eq(simf_topo_generate(spec, &g_t, err, sizeof(err)), 0, "%s", err);
+	f = simf_create(g_dir, SIMF_LINK_IB, g_t.ncas, g_inst, 1, NULL);
+	cr_assert(f, "simf_create: %s", strerror(errno));
+	cr_assert_eq(simf_topo_apply(f, &g_t, err, sizeof(err)), 0, "%s", err);
+	return f;
+}
+
+Test(topo, parse_ibsim_and_ibnetdiscover_formats)
+{
+	char path[512], err[256];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/t1", g_dir);
+	fp = fopen(path, "w");
+	cr_assert(fp);
+	/* ibsim's own style: names, no GUIDs */
+	fputs("# two hosts on one switch\n"
+	      "Switch 8 \"Switch1\"\n"
+	      "[1] \"Hca1\"[1]\n"
+	      "[2] \"Hca2\"[1]\n"
+	      "\n"
+	      "Hca 1 \"Hca1\"\n"
+	      "[1] \"Switch1\"[1]\n"
+	      "Hca 1 \"Hca2\"\n",
+	      fp);
+	fclose(fp);
+	cr_assert_eq(simf_topo_parse(path, &g_t, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(g_t.ncas, 2);
+	cr_expect_eq(g_t.nswitches, 1);
+	cr_expect_eq(g_t.nodes[0].nports, 8);
+	cr_expect_eq(g_t.nodes[0].ports[2].peer, 2);   /* Hca2, linked from one side only */
+	cr_expect_eq(g_t.nodes[2].ports[1].peer, 0);
+	cr_expect_eq(g_t.nodes[2].ports[1].peer_port, 2);
+	cr_expect_str_eq(g_t.nodes[1].desc, "");
+
+	/* ibnetdiscover's output: GUIDs in names and guid lines, port GUIDs
+	 * in parentheses, descriptions after '#' */
+	fp = fopen(path, "w");
+	cr_assert(fp);
+	fputs("vendid=0x2c9\n"
+	      "switchguid=0x2c90300010001(2c90300010001)\n"
+	      "Switch\t4 \"S-0002c90300010001\"\t\t# \"leaf one\" base port 0 lid 2 lmc 0\n"
+	      "[1]\t\"H-0002c90300000011\"[1](2c90300000011) \t\t# \"h1\" lid 1 4xEDR\n"
+	      "\n"
+	      "caguid=0x2c90300000011\n"
+	      "Ca\t1 \"H-0002c90300000011\"\t\t# \"h1\"\n"
+	      "[1](2c90300000011) \t\"S-0002c90300010001\"[1]\t\t# lid 1 lmc 0 \"leaf one\" lid 2 4xEDR\n",
+	      fp);
+	fclose(fp);
+	cr_assert_eq(simf_topo_parse(path, &g_t, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(g_t.nodes[0].guid, 0x0002c90300010001ull);
+	cr_expect_eq(g_t.nodes[1].guid, 0x0002c90300000011ull);
+	cr_expect_str_eq(g_t.nodes[0].desc, "leaf one");
+	cr_expect_eq(g_t.nodes[1].ports[1].peer, 0);
+
+	/* errors: a port cabled twice, an unknown peer, a CA with 2 ports */
+	fp = fopen(path, "w");
+	fputs("Switch 2 \"s\"\n[1] \"a\"[1]\n[2] \"a\"[1]\nHca 1 \"a\"\n", fp);
+	fclose(fp);
+	cr_expect_neq(simf_topo_parse(path, &g_t, err, sizeof(err)), 0);
+	cr_expect(strstr(err, "cabled twice"), "%s", err);
+	fp = fopen(path, "w");
+	fputs("Switch 2 \"s\"\n[1] \"nobody\"[1]\nHca 1 \"a\"\n", fp);
+	fclose(fp);
+	cr_expect_neq(simf_topo_parse(path, &g_t, err, sizeof(err)), 0);
+	fp = fopen(path, "w");
+	fputs("Hca 2 \"a\"\n", fp);
+	fclose(fp);
+	cr_expect_neq(simf_topo_parse(path, &g_t, err, sizeof(err)), 0);
+}
+
+Test(topo, generators)
+{
+	char err[256];
+
+	cr_assert_eq(simf_topo_generate("fat-tree:4,2,2", &g_t, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(g_t.ncas, 8);
+	cr_expect_eq(g_t.nswitches, 6);
+	cr_assert_eq(simf_topo_generate("chain:3,2", &g_t, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(g_t.ncas, 6);
+	cr_expect_eq(g_t.nswitches, 3);
+	cr_expect_neq(simf_topo_generate("fat-tree:40,40,40", &g_t, err, sizeof(err)), 0);
+	cr_expect_neq(simf_topo_generate("ring:3", &g_t, err, sizeof(err)), 0);
+}
+
+/* chain:2,2: node1,2 on sw1 (node5) ports 1,2; node3,4 on sw2 (node6)
+ * ports 1,2; sw1 port 4 - sw2 port 3. */
+static void set_lids(struct simf *f)
+{
+	for (int i = 1; i <= 4; i++)
+		cr_assert_eq(simf_set_lid(f, i, (uint16_t)(10 + i)), 0, "%s", strerror(errno));
+	/* switches: simf_set_lid is for CAs; write their port 0 LIDs */
+	f->st->nodes[5].lid = 15;
+	f->st->lft[15] = 6;
+	f->st->nodes[6].lid = 16;
+	f->st->lft[16] = 7;
+}
+
+Test(topo, lid_routing_by_lft)
+{
+	struct simf *f = mk_topo("chain:2,2");
+	struct simf_switch *s1 = &f->st->sw[0], *s2 = &f->st->sw[1];
+	int in = -1;
+
+	cr_assert_eq(f->st->nswitches, 2);
+	cr_assert_eq(f->st->nodes[5].type, SIMF_NODE_SWITCH);
+	cr_assert_str_eq(f->st->nodes[5].name, "sw1");
+	cr_assert_eq(simf_node_by_name(f, "sw2"), 6);
+	set_lids(f);
+	/* empty LFTs: nothing gets across a switch, not even to a neighbour */
+	cr_expect_eq(simf_route_lid(f, 1, 12, NULL), -1);
+	/* program them as an SM would */
+	s1->lft[11] = 1; s1->lft[12] = 2; s1->lft[13] = 4; s1->lft[14] = 4; s1->lft[15] = 0; s1->lft[16] = 4;
+	s2->lft[11] = 3; s2->lft[12] = 3; s2->lft[13] = 1; s2->lft[14] = 2; s2->lft[15] = 3; s2->lft[16] = 0;
+	s1->lft_top = s2->lft_top = 16;
+	cr_expect_eq(simf_route_lid(f, 1, 12, &in), 2);
+	cr_expect_eq(in, 1);
+	cr_expect_eq(simf_route_lid(f, 1, 14, NULL), 4);
+	cr_expect_eq(simf_route_lid(f, 4, 11, NULL), 1);
+	cr_expect_eq(simf_route_lid(f, 3, 15, &in), 5); /* sw1's port 0, coming in on port 4 */
+	cr_expect_eq(in, 4);
+	/* a missing entry loses it, as on hardware */
+	s2->lft[14] = 0xFF;
+	cr_expect_eq(simf_route_lid(f, 1, 14, NULL), -1);
+	s2->lft[14] = 2;
+	/* a wrong entry sends it to the wrong CA, which drops it */
+	s2->lft[14] = 1;
+	cr_expect_eq(simf_route_lid(f, 1, 14, NULL), -1);
+	s2->lft[14] = 2;
+	/* above LinearFDBTop: dropped */
+	s1->lft_top = 13;
+	cr_expect_eq(simf_route_lid(f, 1, 14, NULL), -1);
+	s1->lft_top = 16;
+	/* the inter-switch link down */
+	f->st->nodes[6].ports[3].state = SIMF_PORT_DOWN;
+	cr_expect_eq(simf_route_lid(f, 1, 14, NULL), -1);
+	f->st->nodes[6].ports[3].state = SIMF_PORT_ACTIVE;
+	cr_expect_eq(simf_route_lid(f, 1, 14, NULL), 4);
+	/* a CA whose link is down */
+	simf_set_link(f, 4, 0);
+	cr_expect_eq(simf_route_lid(f, 1, 14, NULL), -1);
+	simf_detach(f);
+}
+
+static void dr(uint8_t *smp, unsigned hops, const uint8_t *path)
+{
+	memset(smp, 0, 256);
+	smp[1] = 0x81;
+	smp[7] = (uint8_t)hops;
+	smp[32] = smp[33] = smp[34] = smp[35] = 0xFF; /* DrSLID, DrDLID permissive */
+	for (unsigned i = 1; i <= hops; i++)
+		smp[128 + i] = path[i];
+}
+
+Test(topo, directed_route_hop_by_hop)
+{
+	struct simf *f = mk_topo("chain:2,2");
+	uint8_t smp[256], ret[64];
+	int in = -1;
+
+	dr(smp, 0, (const uint8_t[]){ 0 });
+	cr_expect_eq(simf_route_dr(f, 1, smp, &in, ret), 1);
+	cr_expect_eq(in, 1);
+	dr(smp, 1, (const uint8_t[]){ 0, 1 });
+	cr_expect_eq(simf_route_dr(f, 1, smp, &in, ret), 5);  /* sw1, on its port 1 */
+	cr_expect_eq(in, 1);
+	cr_expect_eq(ret[1], 1);
+	dr(smp, 2, (const uint8_t[]){ 0, 1, 4 });
+	cr_expect_eq(simf_route_dr(f, 1, smp, &in, ret), 6);  /* sw2, on its port 3 */
+	cr_expect_eq(in, 3);
+	cr_expect_eq(ret[2], 3);
+	dr(smp, 3, (const uint8_t[]){ 0, 1, 4, 2 });
+	cr_expect_eq(simf_route_dr(f, 1, smp, &in, ret), 4);  /* node4 */
+	cr_expect_eq(ret[1], 1);
+	cr_expect_eq(ret[2], 3);
+	cr_expect_eq(ret[3], 1);
+	/* a port without a cable, and a CA asked to forward: lost */
+	dr(smp, 2, (const uint8_t[]){ 0, 1, 3 });
+	cr_expect_eq(simf_route_dr(f, 1, smp, NULL, NULL), -1);
+	dr(smp, 4, (const uint8_t[]){ 0, 1, 4, 2, 1 });
+	cr_expect_eq(simf_route_dr(f, 1, smp, NULL, NULL), -1);
+	/* the switch's SMA answers a path starting at it too */
+	dr(smp, 1, (const uint8_t[]){ 0, 4 });
+	cr_expect_eq(simf_route_dr(f, 5, smp, &in, NULL), 6);
+	/* the last part by LID (DrDLID): from sw2 to node3 */
+	set_lids(f);
+	f->st->sw[1].lft[13] = 1;
+	f->st->sw[1].lft_top = 16;
+	dr(smp, 2, (const uint8_t[]){ 0, 1, 4 });
+	smp[34] = 0;
+	smp[35] = 13;
+	cr_expect_eq(simf_route_dr(f, 1, smp, &in, NULL), 3);
+	simf_detach(f);
+}
