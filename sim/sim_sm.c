@@ -1366,8 +1366,8 @@ static int g_in_port = 1;
 #define SW_MFT_CAP 1024       /* MulticastFDBCap: MLIDs 0xC000..0xC3FF */
 #define SW_PKEY_CAP 32        /* PartitionEnforcementCap of an external port */
 
-/* What an SMA stores as the SM wrote it and only gives back (SLtoVL and
- * VLArbitration tables, MFT blocks, a switch port's P_Key table): 64 bytes
+/* What a switch's SMA stores as the SM wrote it and only gives back (SLtoVL
+ * and VLArbitration tables, MFT blocks, a port's P_Key table): 64 bytes
  * per (node, attribute, modifier), in this process. */
 struct kv {
 	uint8_t used;
@@ -1522,8 +1522,11 @@ static uint16_t sma_get(int n, uint16_t attr, uint32_t mod, uint8_t *d)
 	case SMP_ATTR_MFT:
 	case SMP_ATTR_SL2VL:
 	case SMP_ATTR_VL_ARB:
-		if (attr == SMP_ATTR_MFT && (!is_sw(&nd) || (mod & 0x1FF) >= SW_MFT_CAP / 32 || (mod >> 28) > nd.nports / 16))
-			return is_sw(&nd) ? SMP_STATUS_BAD_VALUE : SMP_STATUS_UNSUPPORTED;
+		/* a switch's; a CA's SMA does not support them (as before) */
+		if (!is_sw(&nd))
+			return SMP_STATUS_UNSUPPORTED;
+		if (attr == SMP_ATTR_MFT && ((mod & 0x1FF) >= SW_MFT_CAP / 32 || (mod >> 28) > nd.nports / 16))
+			return SMP_STATUS_BAD_VALUE;
 		k = kv_find(n, attr, mod, 0);
 		if (k)
 			memcpy(d, k->d, SMP_DATA_LEN);
@@ -1671,8 +1674,7 @@ static uint16_t sma_set_pkeys(int n, uint32_t mod, const uint8_t *q)
 	return 0;
 }
 
-/* SubnSet of what a switch (or, for SLtoVL / VLArbitration, any port)
- * keeps: SwitchInfo (LinearFDBTop, default ports, LifeTimeValue; a 1 in
+/* SubnSet of what a switch keeps: SwitchInfo (LinearFDBTop, default ports, LifeTimeValue; a 1 in
  * PortStateChange clears it), LFT blocks (the fabric forwards by them at
  * once), MFT blocks and the VL tables (stored). The modifier was checked. */
 static uint16_t sma_set_switch(int n, uint16_t attr, uint32_t mod, const uint8_t *q)

@@ -1,0 +1,211 @@
+/*
+ * Switches and topologies (issue 17, second slice): `uscm-sim start --topo`
+ * with a topology file in ibsim's format, or a generator. Under the built-in
+ * SM (which gives switches LIDs and min-hop LFTs) and under Debian's
+ * unmodified opensm (which sweeps through the switches' SMAs by directed
+ * routes, assigns LIDs and programs the LFTs by SubnSet): infiniband-diags'
+ * ibnetdiscover prints the topology given, ibroute the switch's LFT,
+ * ibtracert a path through the switches, smpquery answers through a
+ * directed route of 3 and 4 hops, saquery PR answers from OpenSM's SA, and
+ * an unmodified rping over uscm's librdmacm connects across leaf switches
+ * (its packets forwarded by the LFTs). Skipped when opensm,
+ * infiniband-diags or rdmacm-utils is missing.
+ */
+#include "libtest.h"
+
+static void teardown(void)
+{
+	lt_fabric_stop();
+}
+
+TestSuite(switch, .fini = teardown, .timeout = 90);
+
+static void need(const char *bin, const char *pkg)
+{
+	if (lt_sh(NULL, "command -v %s >/dev/null", bin) != 0)
+		tf_skip_missing("%s (Debian %s) is not installed", bin, pkg);
+}
+
+static int on_node(int n, char **out, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int on_node(int n, char **out, const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	return lt_sh(out, "USCM_SIM_NODE=node%d %s timeout 20 %s 2>&1", n, lt_util_env(), cmd);
+}
+
+/* Every switch's link line of D/topology ("[p]\t\"X-guid\"[pp]") is in
+ * ibnetdiscover's output, and it found as many switches and CAs. */
+static void expect_topology(const char *disc)
+{
+	char path[600], line[512];
+	int in_switch = 0, nsw = 0, nca = 0, links = 0;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/topology", getenv("USCM_SIM_DIR"));
+	fp = fopen(path, "r");
+	cr_assert(fp, "%s", path);
+	while (fgets(line, sizeof(line), fp)) {
+		char *hash = strstr(line, "\t\t#");
+
+		if (strncmp(line, "Switch\t", 7) == 0)
+			in_switch = 1, nsw++;
+		else if (strncmp(line, "Ca\t", 3) == 0)
+			in_switch = 0, nca++;
+		if (line[0] != '[' || !in_switch || !hash)
+			continue;
+		*hash = 0;
+		links++;
+		cr_expect(strstr(disc, line), "ibnetdiscover lacks the link '%s':\n%s", line, disc);
+	}
+	fclose(fp);
+	cr_expect(links > 0);
+	{
+		int dsw = 0, dca = 0;
+
+		for (const char *p = disc; (p = strchr(p, '\n')); p++) {
+			dsw += strncmp(p + 1, "Switch\t", 7) == 0;
+			dca += strncmp(p + 1, "Ca\t", 3) == 0;
+		}
+		cr_expect_eq(dsw, nsw, "%d switches found, %d given:\n%s", dsw, nsw, disc);
+		cr_expect_eq(dca, nca, "%d CAs found, %d given:\n%s", dca, nca, disc);
+	}
+}
+
+/* rping server on node s, client on node c (by its name address) */
+static void rping_across(int s, int c)
+{
+	char *out = NULL, *sout = NULL;
+	int st = -1;
+
+	cr_assert_eq(lt_sh(NULL,
+			   "(USCM_SIM_NODE=node%d %s timeout 30 rping -s -C 3 >%s/server.out 2>&1; "
+			   "echo $? >%s/server.rc) >/dev/null 2>&1 &",
+			   s, lt_util_env(), lt_dir, lt_dir),
+		     0);
+	for (int i = 0; i < 50; i++) {
+		free(out);
+		out = NULL;
+		st = on_node(c, &out, "rping -c -a 127.10.0.%d -v -C 3", s);
+		if (st == 0 || !strstr(out, "REJECTED"))
+			break;
+		usleep(100 * 1000); /* the server did not listen yet */
+	}
+	cr_expect_eq(st, 0, "rping -c exited %d:\n%s", st, out);
+	cr_expect(strstr(out, "ping data: rdma-ping-2"), "%s", out);
+	free(out);
+	for (int i = 0; i < 100 && lt_sh(NULL, "test -s %s/server.rc", lt_dir) != 0; i++)
+		usleep(100 * 1000);
+	lt_sh(&sout, "cat %s/server.rc %s/server.out", lt_dir, lt_dir);
+	cr_expect(sout[0] == '0', "rping -s:\n%s", sout);
+	free(sout);
+}
+
+/* node n's LID as `uscm-sim status` shows it */
+static int lid_of(int n)
+{
+	char *out = NULL;
+	int lid = -1;
+
+	cr_assert_eq(lt_sh(&out, "%s/uscm-sim status | awk '$2 == \"node%d\" { print $4 }'", lt_bin(), n), 0);
+	lid = atoi(out);
+	free(out);
+	cr_assert(lid > 0, "node%d has no LID", n);
+	return lid;
+}
+
+Test(switch, builtin_sm_topology_file)
+{
+	char path[600], opts[700], *out = NULL;
+	FILE *fp;
+
+	need("ibnetdiscover", "infiniband-diags");
+	need("rping", "rdmacm-utils");
+	/* ibsim's style: names without GUIDs, links given from one side */
+	snprintf(path, sizeof(path), "/tmp/uscm-topo-%d", (int)getpid());
+	fp = fopen(path, "w");
+	cr_assert(fp);
+	fputs("Switch 8 \"Switch1\"\n[1] \"Hca1\"[1]\n[2] \"Hca2\"[1]\n[8] \"Switch2\"[8]\n\n"
+	      "Switch 8 \"Switch2\"\n[1] \"Hca3\"[1]\n\n"
+	      "Hca 1 \"Hca1\"\nHca 1 \"Hca2\"\nHca 1 \"Hca3\"\n",
+	      fp);
+	fclose(fp);
+	snprintf(opts, sizeof(opts), "--no-uscmd --topo %s", path);
+	lt_fabric_start_opts("ib", 3, opts);
+	unlink(path);
+	cr_assert_eq(on_node(1, &out, "ibnetdiscover"), 0, "%s", out);
+	expect_topology(out);
+	cr_expect(strstr(out, "# \"Switch2\" base port 0"), "%s", out);
+	free(out);
+	out = NULL;
+	/* the built-in SM's LFT of Switch1 (reached by a DR of one hop) */
+	cr_assert_eq(on_node(1, &out, "ibroute -D 0,1"), 0, "%s", out);
+	cr_expect(strstr(out, "'Hca3'") && strstr(out, "valid lids dumped"), "ibroute:\n%s", out);
+	free(out);
+	out = NULL;
+	cr_assert_eq(on_node(1, &out, "ibtracert %d %d", lid_of(1), lid_of(3)), 0, "%s", out);
+	cr_expect(strstr(out, "\"Switch1\"") && strstr(out, "\"Switch2\"") && strstr(out, "To ca"),
+		  "ibtracert:\n%s", out);
+	free(out);
+	rping_across(1, 3);
+}
+
+Test(switch, opensm_fat_tree)
+{
+	char *out = NULL;
+	int l1, l8;
+
+	need("opensm", "opensm");
+	need("ibnetdiscover", "infiniband-diags");
+	need("rping", "rdmacm-utils");
+	/* 4 leaves with 2 hosts each, 2 spines: 6 switches, 8 hosts */
+	lt_fabric_start_opts("ib", 8, "--no-uscmd --sm opensm --topo fat-tree:4,2,2");
+	{
+		char log[600];
+
+		snprintf(log, sizeof(log), "%s/opensm/opensm.log", getenv("USCM_SIM_DIR"));
+		cr_expect(lt_file_has(log, "SUBNET UP"), "OpenSM's log has no SUBNET UP");
+	}
+	cr_assert_eq(on_node(5, &out, "ibnetdiscover"), 0, "%s", out);
+	expect_topology(out);
+	free(out);
+	out = NULL;
+	/* OpenSM's LFT of leaf1: every CA's LID has a port */
+	cr_assert_eq(on_node(1, &out, "ibroute -D 0,1"), 0, "%s", out);
+	cr_expect(strstr(out, "'leaf1'") && strstr(out, "'H8'") && strstr(out, "'H3'") &&
+		  strstr(out, "14 valid lids dumped"), "ibroute:\n%s", out);
+	free(out);
+	out = NULL;
+	l1 = lid_of(1);
+	l8 = lid_of(8);
+	/* leaf1 -> a spine -> leaf4 -> H8 */
+	cr_assert_eq(on_node(1, &out, "ibtracert %d %d", l1, l8), 0, "%s", out);
+	cr_expect(strstr(out, "\"leaf1\"") && strstr(out, "\"spine") && strstr(out, "\"leaf4\"") &&
+		  strstr(out, "To ca {0x0002c90300000008}"), "ibtracert:\n%s", out);
+	free(out);
+	out = NULL;
+	/* directed routes of 3 hops (leaf1, spine1, leaf2) and 4 (H3) */
+	cr_assert_eq(on_node(1, &out, "smpquery -D nodeinfo 0,1,3,2"), 0, "%s", out);
+	cr_expect(strstr(out, "0x0002c90300010002") && strstr(out, "NodeType:........................Switch"),
+		  "%s", out);
+	free(out);
+	out = NULL;
+	cr_assert_eq(on_node(1, &out, "smpquery -D nodedesc 0,1,3,2,1"), 0, "%s", out);
+	cr_expect(strstr(out, "H3"), "%s", out);
+	free(out);
+	out = NULL;
+	/* OpenSM's SA, asked from a host on another leaf */
+	cr_assert_eq(on_node(8, &out, "saquery PR --slid %d --dlid %d", l8, l1), 0, "%s", out);
+	{
+		char want[64];
+
+		snprintf(want, sizeof(want), "dlid....................%d", l1);
+		cr_expect(strstr(out, want), "saquery PR:\n%s", out);
+	}
+	free(out);
+	rping_across(1, 8);
+}
