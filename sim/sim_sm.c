@@ -1628,6 +1628,16 @@ static uint16_t sma_set_port_info(int n, uint32_t mod, const uint8_t *q)
 	logf_("SMA of %s: PortInfo Set port %d: LID %u, SM LID %u, LMC %u, port state %u -> %u (asked %u)",
 	      nd->name, port, lid, smlid, q[34] & 7, cur, next, want);
 	*state = next;
+	if (ext) {
+		/* base switch port 0 has no link of its own: its state is the
+		 * most advanced of the external ports' */
+		uint8_t best = SIMF_PORT_INIT;
+
+		for (unsigned p = 1; p <= nd->nports; p++)
+			if (nd->ports[p].peer >= 0 && nd->ports[p].state > best)
+				best = nd->ports[p].state;
+		nd->port_state = best;
+	}
 	__atomic_add_fetch(&st->generation, 1, __ATOMIC_RELEASE);
 	simf_unlock(g_f);
 

@@ -1210,6 +1210,21 @@ static int cmd_status(const struct opts *o)
 		       (unsigned long long)nd->tx_dropped, (unsigned long long)nd->tx_duplicated,
 		       (unsigned long long)nd->tx_delayed, pids[0] ? pids : "-");
 	}
+	if (st->nswitches) {
+		printf("switches (topology in %s/topology):\n", f->dir);
+		for (unsigned i = st->nnodes + 1; i <= st->nnodes + st->nswitches && i < SIMF_MAX_NODES; i++) {
+			const struct simf_node *nd = &st->nodes[i];
+
+			printf("%-4u %-7s %-22s lid %-5u port 0 %-6s guid 0x%016llx LinearFDBTop %u ports:", i,
+			       nd->name, nd->desc, nd->lid, port_state_str(nd->port_state),
+			       (unsigned long long)nd->guid, st->sw[nd->sw].lft_top);
+			for (unsigned p = 1; p <= nd->nports; p++)
+				if (nd->ports[p].peer >= 0)
+					printf(" %u:%s->%s[%u]", p, port_state_str(nd->ports[p].state),
+					       st->nodes[nd->ports[p].peer].name, nd->ports[p].peer_port);
+			printf("\n");
+		}
+	}
 	for (int i = 0; i < SIMF_MAX_FAULTS; i++)
 		if (st->faults[i].used) {
 			char buf[256];
