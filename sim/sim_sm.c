@@ -495,7 +495,8 @@ static void builtin_switches(struct simf_state *st)
 		}
 		nd->port_state = SIMF_PORT_ACTIVE;
 		for (unsigned p = 1; p <= nd->nports; p++)
-			nd->ports[p].state = nd->ports[p].peer >= 0 ? SIMF_PORT_ACTIVE : SIMF_PORT_DOWN;
+			nd->ports[p].state = nd->ports[p].peer >= 0 && !nd->ports[p].down ? SIMF_PORT_ACTIVE
+											   : SIMF_PORT_DOWN;
 	}
 	for (unsigned d = 1; d <= total && d < SIMF_MAX_NODES; d++) {
 		int queue[SIMF_MAX_NODES], seen[SIMF_MAX_NODES] = { 0 }, qh = 0, qt = 0;
@@ -518,7 +519,8 @@ static void builtin_switches(struct simf_state *st)
 			for (unsigned p = 1; p <= un->nports; p++) {
 				int v = un->ports[p].peer;
 
-				if (v <= 0 || v >= SIMF_MAX_NODES || seen[v] || st->nodes[v].type != SIMF_NODE_SWITCH)
+				if (v <= 0 || v >= SIMF_MAX_NODES || seen[v] || un->ports[p].down ||
+				    st->nodes[v].type != SIMF_NODE_SWITCH)
 					continue;
 				seen[v] = 1;
 				st->sw[st->nodes[v].sw].lft[lid] = un->ports[p].peer_port;
@@ -540,7 +542,7 @@ static void sm_sweep(void)
 		struct simf_node *nd = &st->nodes[i];
 
 		nd->sm_lid = 1;
-		if (!nd->link_up) {
+		if (!nd->link_up || (st->cabled && nd->ports[1].down)) {
 			nd->port_state = SIMF_PORT_DOWN;
 			continue;
 		}
@@ -1081,7 +1083,8 @@ static void put_port_info(uint8_t *pi, const struct simf_node *nd, int idx)
 	pi[28] = 1;                                   /* LocalPortNum */
 	pi[29] = 3; pi[30] = 3; pi[31] = 2;           /* LinkWidth enabled/supported 1X|4X, active 4X */
 	pi[32] = (uint8_t)(7 << 4 | (nd->port_state & 0xF)); /* LinkSpeedSupported, PortState */
-	pi[33] = (uint8_t)((nd->link_up ? 5 : 3) << 4 | 2); /* PhysState LinkUp/Disabled, LinkDownDefault Polling */
+	pi[33] = (uint8_t)((nd->link_up && !(g_f->st->cabled && nd->ports[1].down) ? 5 : 3) << 4 |
+			   2); /* PhysState LinkUp/Disabled, LinkDownDefault Polling */
 	pi[34] = nd->lmc & 7;                         /* M_KeyProtectBits 0, LMC */
 	pi[35] = 4 << 4 | 7;                          /* LinkSpeedActive 10 Gb/s, enabled 2.5/5/10 */
 	pi[36] = (uint8_t)(PORT_MTU_CAP << 4);        /* NeighborMTU, MasterSMSL 0 */
@@ -1112,7 +1115,7 @@ static void put_port_info_sw(uint8_t *pi, const struct simf_node *nd, int idx, u
 	pi[32] = (uint8_t)(7 << 4 | (nd->ports[port].state & 0xF));
 	{
 		int peer = nd->ports[port].peer;
-		int up = nd->link_up && peer >= 0 && g_f->st->nodes[peer].link_up;
+		int up = nd->link_up && peer >= 0 && !nd->ports[port].down && g_f->st->nodes[peer].link_up;
 
 		pi[33] = (uint8_t)((up ? 5 : peer >= 0 ? 3 : 2) << 4 | 2);
 	}
@@ -1589,7 +1592,9 @@ static uint16_t sma_set_port_info(int n, uint32_t mod, const uint8_t *q)
 	case 0: /* no state change */
 		break;
 	case SIMF_PORT_DOWN:
-		next = nd->link_up && (!ext || nd->ports[port].peer >= 0) ? SIMF_PORT_INIT : SIMF_PORT_DOWN;
+		next = nd->link_up && (!ext || nd->ports[port].peer >= 0) && !nd->ports[port ? port : 1].down
+			       ? SIMF_PORT_INIT
+			       : SIMF_PORT_DOWN;
 		break;
 	case SIMF_PORT_ARMED:
 		next = cur == SIMF_PORT_INIT || cur == SIMF_PORT_ARMED ? SIMF_PORT_ARMED : 0;
@@ -1865,6 +1870,8 @@ static pid_t g_osm_pid;
 static int write_osm_conf(const char *odir, const char *conf)
 {
 	FILE *fp = fopen(conf, "w");
+	const char *sw = getenv("USCM_SIM_OPENSM_SWEEP");
+	int sweep = sw && atoi(sw) > 0 ? atoi(sw) : 10;
 
 	if (!fp)
 		return -1;
@@ -1872,7 +1879,7 @@ static int write_osm_conf(const char *odir, const char *conf)
 		"# written by uscm-sim-sm for `uscm-sim up --sm opensm`\n"
 		"guid 0x0000000000000000\n"
 		"lmc 0\n"
-		"sweep_interval 10\n"
+		"sweep_interval %d\n"
 		"force_log_flush TRUE\n"
 		"accum_log_file FALSE\n"
 		"log_file %s/opensm.log\n"
@@ -1884,7 +1891,7 @@ static int write_osm_conf(const char *odir, const char *conf)
 		"per_module_logging_file %s/per-module-logging.conf\n"
 		"console off\n"
 		"daemon FALSE\n",
-		odir, odir, odir, odir, odir, odir, odir);
+		sweep, odir, odir, odir, odir, odir, odir, odir);
 	return fclose(fp);
 }
 

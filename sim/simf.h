@@ -87,6 +87,8 @@ struct simf_port {
 	int16_t peer;
 	uint8_t peer_port;
 	uint8_t state;
+	uint8_t down;           /* the cable's link is down (simf_set_port_link) */
+	uint8_t _pad[3];
 };
 
 /* A registered umad agent: requests of (class, version, method) addressed
@@ -322,6 +324,12 @@ int simf_write_hosts(struct simf *f);
 /* Link of node n up or down (down: port DOWN, every datagram to/from it is
  * dropped; up: RoCE ACTIVE at once, IB INIT until the SM's next sweep). */
 int simf_set_link(struct simf *f, int n, int up);
+/* The link of the cable at node n's port `port` (a --topo fabric) down or
+ * up, both ends: down, both ports go Down and nothing crosses; up, they come
+ * back in Init (the SM brings them Active). A switch end flags
+ * PortStateChange in its SwitchInfo, which an SM's sweep looks for.
+ * 0, or -1/EINVAL (no such port), ENOTCONN (no cable there). */
+int simf_set_port_link(struct simf *f, int n, int port, int up);
 /* The SM renumbers node n's port (IB): LID lid (free, 1..SIMF_MAX_LID),
  * as a re-sweep that gives it a new one. 0, or -1 with errno (EINVAL: no
  * such node, RoCE, a LID out of range; EADDRINUSE: another node's). */

@@ -47,7 +47,7 @@ static int across(const struct simf_state *st, int n, int p, int *pp)
 	if (p < 1 || p > nd->nports || p > SIMF_MAX_PORTS)
 		return -1;
 	peer = nd->ports[p].peer;
-	if (peer < 0 || peer >= SIMF_MAX_NODES || !nd->link_up || !st->nodes[peer].link_up)
+	if (peer < 0 || peer >= SIMF_MAX_NODES || nd->ports[p].down || !nd->link_up || !st->nodes[peer].link_up)
 		return -1;
 	if (is_switch(st, n) && nd->ports[p].state == SIMF_PORT_DOWN)
 		return -1;
@@ -167,6 +167,43 @@ void simf_cable(struct simf *f, int a, int pa, int b, int pb)
 	st->nodes[b].ports[pb].peer = (int16_t)a;
 	st->nodes[b].ports[pb].peer_port = (uint8_t)pa;
 	st->cabled = 1;
+}
+
+int simf_set_port_link(struct simf *f, int n, int port, int up)
+{
+	struct simf_state *st = f->st;
+	int ends[2][2], peer;
+
+	if (n < 0 || n >= SIMF_MAX_NODES || (unsigned)n > st->nnodes + st->nswitches || port < 1 ||
+	    port > st->nodes[n].nports || port > SIMF_MAX_PORTS)
+		return errno = EINVAL, -1;
+	simf_lock(f);
+	peer = st->nodes[n].ports[port].peer;
+	if (peer < 0) {
+		simf_unlock(f);
+		return errno = ENOTCONN, -1;
+	}
+	ends[0][0] = n;
+	ends[0][1] = port;
+	ends[1][0] = peer;
+	ends[1][1] = st->nodes[n].ports[port].peer_port;
+	for (int e = 0; e < 2; e++) {
+		struct simf_node *nd = &st->nodes[ends[e][0]];
+		struct simf_port *pt = &nd->ports[ends[e][1]];
+		uint8_t s = up ? SIMF_PORT_INIT : SIMF_PORT_DOWN;
+
+		pt->down = up ? 0 : 1;
+		if (nd->type == SIMF_NODE_SWITCH) {
+			if (pt->state != s)
+				st->sw[nd->sw].life_state |= 0x04; /* PortStateChange */
+			pt->state = s;
+		} else {
+			nd->port_state = s;
+		}
+	}
+	__atomic_add_fetch(&st->generation, 1, __ATOMIC_RELEASE);
+	simf_unlock(f);
+	return 0;
 }
 
 /* ---- topology files -------------------------------------------------------------- */

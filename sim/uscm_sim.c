@@ -9,7 +9,7 @@
  *   uscm-sim status [--dir D]
  *   uscm-sim env [--dir D] [--node NAME]
  *   uscm-sim fault [--dir D] [SPEC... | add SPEC | clear]      (alias: faults)
- *   uscm-sim link [--dir D] NODE up|down
+ *   uscm-sim link [--dir D] NODE[:PORT] up|down
  *   uscm-sim lid [--dir D] NODE LID
  *   uscm-sim kill [--dir D] NODE
  *   uscm-sim run [--dir D] [--node NAME] [start options] -- CMD [ARGS...]
@@ -94,7 +94,9 @@ static void usage_to(FILE *out, int rc)
 		"                                   (with USCM_SOCKET when the node has a uscmd socket)\n"
 		"  fault [--dir D] SPEC...|add SPEC...|clear|list   replace / extend / clear / show\n"
 		"                                   the fault rules                        (alias: faults)\n"
-		"  link [--dir D] NODE up|down      take a node's link down or up\n"
+		"  link [--dir D] NODE[:PORT] up|down\n"
+		"                                   take a node's link down or up; NODE:PORT (--topo):\n"
+		"                                   the cable at that port of a switch or CA (sw1:3)\n"
 		"  lid [--dir D] NODE LID           the SM gives NODE's port a new LID (IB)\n"
 		"  kill [--dir D] NODE              SIGKILL every process attached as NODE\n"
 		"  run [--dir D] [--node NAME] [start options] -- CMD [ARGS...]\n"
@@ -1328,7 +1330,8 @@ static int node_arg(struct simf *f, const char *name)
 	int n = simf_node_by_name(f, name);
 
 	if (n < 0)
-		fprintf(stderr, "uscm-sim: no node '%s' (sm, node1..node%u)\n", name, f->st->nnodes);
+		fprintf(stderr, "uscm-sim: no node '%s' (sm, node1..node%u%s)\n", name, f->st->nnodes,
+			f->st->nswitches ? ", sw1.." : "");
 	return n;
 }
 
@@ -1344,10 +1347,29 @@ static int cmd_link(const struct opts *o, int argc, char **argv, int i)
 		fprintf(stderr, "uscm-sim: no fabric in %s: %s\n", fabric_dir(o), strerror(errno));
 		return 1;
 	}
-	n = node_arg(f, argv[i]);
 	up = strcmp(argv[i + 1], "up") == 0;
-	if (n >= 0)
-		simf_set_link(f, n, up);
+	{
+		/* NODE:PORT: the cable at that port (a --topo fabric) */
+		char name[64], *colon;
+		int port = 0;
+
+		snprintf(name, sizeof(name), "%s", argv[i]);
+		colon = strchr(name, ':');
+		if (colon) {
+			*colon = 0;
+			port = atoi(colon + 1);
+		}
+		n = node_arg(f, name);
+		if (n >= 0 && colon) {
+			if (simf_set_port_link(f, n, port, up) < 0) {
+				fprintf(stderr, "uscm-sim: link %s: %s\n", argv[i],
+					errno == ENOTCONN ? "no cable at that port" : "no such port");
+				n = -1;
+			}
+		} else if (n >= 0) {
+			simf_set_link(f, n, up);
+		}
+	}
 	simf_detach(f);
 	return n < 0;
 }

@@ -209,3 +209,56 @@ Test(switch, opensm_fat_tree)
 	free(out);
 	rping_across(1, 8);
 }
+
+/* the spine ("spine1"/"spine2") ibtracert from node a to LID dlid passes */
+static int spine_on_path(int a, int dlid, char **trace)
+{
+	char *out = NULL;
+	int spine = 0;
+
+	if (on_node(a, &out, "ibtracert %d %d", lid_of(a), dlid) == 0) {
+		if (strstr(out, "\"spine1\""))
+			spine = 1;
+		else if (strstr(out, "\"spine2\""))
+			spine = 2;
+	}
+	if (trace)
+		*trace = out;
+	else
+		free(out);
+	return spine;
+}
+
+Test(switch, opensm_reroutes_around_a_link_down)
+{
+	char *out = NULL;
+	int l2, s0, s1 = 0;
+
+	need("opensm", "opensm");
+	need("ibtracert", "infiniband-diags");
+	need("rping", "rdmacm-utils");
+	/* 2 leaves with a host each, 2 spines; OpenSM sweeps every second */
+	setenv("USCM_SIM_OPENSM_SWEEP", "1", 1);
+	lt_fabric_start_opts("ib", 2, "--no-uscmd --sm opensm --topo fat-tree:2,2,1");
+	unsetenv("USCM_SIM_OPENSM_SWEEP");
+	l2 = lid_of(2);
+	s0 = spine_on_path(1, l2, &out);
+	cr_assert(s0, "no spine on the path:\n%s", out);
+	free(out);
+	/* leaf1's port to that spine is 1 + s0 (host on port 1) */
+	cr_assert_eq(lt_sh(&out, "%s/uscm-sim link sw1:%d down 2>&1", lt_bin(), 1 + s0), 0, "%s", out);
+	free(out);
+	cr_assert_eq(lt_sh(&out, "%s/uscm-sim status", lt_bin()), 0);
+	cr_expect(strstr(out, s0 == 1 ? "2:DOWN->sw3[1]" : "3:DOWN->sw4[1]"), "%s", out);
+	free(out);
+	/* OpenSM sees PortStateChange at its next sweep and routes through
+	 * the other spine */
+	for (int i = 0; i < 100; i++) {
+		s1 = spine_on_path(1, l2, NULL);
+		if (s1 && s1 != s0)
+			break;
+		usleep(100 * 1000);
+	}
+	cr_expect(s1 && s1 != s0, "still through spine%d (now %d) after 10 s", s0, s1);
+	rping_across(2, 1);
+}
