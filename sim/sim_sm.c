@@ -1366,7 +1366,6 @@ static int g_in_port = 1;
 #define SMP_ATTR_VL_ARB 0x0018
 #define SMP_ATTR_LFT 0x0019
 #define SMP_ATTR_MFT 0x001B
-#define SW_MFT_CAP 1024       /* MulticastFDBCap: MLIDs 0xC000..0xC3FF */
 #define SW_PKEY_CAP 32        /* PartitionEnforcementCap of an external port */
 
 /* What a switch's SMA stores as the SM wrote it and only gives back (SLtoVL
@@ -1503,7 +1502,7 @@ static uint16_t sma_get(int n, uint16_t attr, uint32_t mod, uint8_t *d)
 			memcpy(d, k->d, SMP_DATA_LEN);     /* the writable fields as set */
 		p16(d, SIMF_LFT_CAP);                  /* LinearFDBCap */
 		p16(d + 2, 0);                         /* RandomFDBCap */
-		p16(d + 4, SW_MFT_CAP);                /* MulticastFDBCap */
+		p16(d + 4, SIMF_MFT_CAP);                /* MulticastFDBCap */
 		simf_lock(g_f);
 		p16(d + 6, g_f->st->sw[nd.sw].lft_top); /* LinearFDBTop */
 		d[11] = g_f->st->sw[nd.sw].life_state; /* LifeTimeValue, PortStateChange */
@@ -1523,13 +1522,22 @@ static uint16_t sma_get(int n, uint16_t attr, uint32_t mod, uint8_t *d)
 		simf_unlock(g_f);
 		return 0;
 	case SMP_ATTR_MFT:
+		/* modifier: bits 8:0 the block of 32 MLIDs, 31:28 which 16
+		 * ports the PortMasks cover */
+		if (!is_sw(&nd))
+			return SMP_STATUS_UNSUPPORTED;
+		if ((mod & 0x1FF) >= SIMF_MFT_CAP / 32 || (mod >> 28) > nd.nports / 16)
+			return SMP_STATUS_BAD_VALUE;
+		simf_lock(g_f);
+		for (unsigned i = 0; i < 32; i++)
+			p16(d + 2 * i, (uint16_t)(g_f->st->sw[nd.sw].mft[(mod & 0x1FF) * 32 + i] >> (16 * (mod >> 28))));
+		simf_unlock(g_f);
+		return 0;
 	case SMP_ATTR_SL2VL:
 	case SMP_ATTR_VL_ARB:
 		/* a switch's; a CA's SMA does not support them (as before) */
 		if (!is_sw(&nd))
 			return SMP_STATUS_UNSUPPORTED;
-		if (attr == SMP_ATTR_MFT && ((mod & 0x1FF) >= SW_MFT_CAP / 32 || (mod >> 28) > nd.nports / 16))
-			return SMP_STATUS_BAD_VALUE;
 		k = kv_find(n, attr, mod, 0);
 		if (k)
 			memcpy(d, k->d, SMP_DATA_LEN);
@@ -1715,6 +1723,19 @@ static uint16_t sma_set_switch(int n, uint16_t attr, uint32_t mod, const uint8_t
 						      (q[11] & 0x04 ? 0 : st->sw[nd->sw].life_state & 0x04));
 		simf_unlock(g_f);
 		logf_("SMA of %s: SwitchInfo Set: LinearFDBTop %u", nd->name, top);
+		return 0;
+	}
+	case SMP_ATTR_MFT: {
+		unsigned shift = 16 * (mod >> 28);
+
+		simf_lock(g_f);
+		for (unsigned i = 0; i < 32; i++) {
+			uint64_t *e = &st->sw[nd->sw].mft[(mod & 0x1FF) * 32 + i];
+
+			*e = (*e & ~(0xFFFFull << shift)) | (uint64_t)g16(q + 2 * i) << shift;
+		}
+		__atomic_add_fetch(&st->generation, 1, __ATOMIC_RELEASE);
+		simf_unlock(g_f);
 		return 0;
 	}
 	case SMP_ATTR_LFT:

@@ -1248,22 +1248,35 @@ int simf_mcast_detach(struct simf *f, int n, const uint8_t mgid[16], uint16_t ml
 int simf_mcast_targets(struct simf *f, const uint8_t *mgid, uint16_t mlid,
 		       struct simf_mcg_qp *out, int max)
 {
+	return simf_mcast_targets_from(f, -1, mgid, mlid, out, max);
+}
+
+int simf_mcast_targets_from(struct simf *f, int src, const uint8_t *mgid, uint16_t mlid,
+			    struct simf_mcg_qp *out, int max)
+{
 	struct simf_state *st = f->st;
 	int g, k = 0;
+	uint8_t reach[SIMF_MAX_NODES];
+	int by_mft = src >= 0 && st->link == SIMF_LINK_IB && st->sm_kind == SIMF_SM_OPENSM && st->nswitches;
 
 	simf_lock(f);
 	g = mcg_find_locked(st, mgid, mlid);
 	if (g >= 0) {
 		const struct simf_mcg *m = &st->mcgs[g];
 
+		if (by_mft) {
+			simf_mcast_reach(f, src, m->mlid, reach);
+			reach[src] = 1;
+		}
 		for (int q = 0; q < SIMF_MCG_QPS && k < max; q++) {
 			int n = m->qps[q].node;
 
-			if (n < 0)
+			if (n < 0 || (by_mft && !reach[n]))
 				continue;
 			/* the built-in SA's membership stands for the switches'
-			 * MFTs; under an external SM two ports are cabled back
-			 * to back, no switch filters: every attached QP gets it */
+			 * MFTs; under an external SM the MFTs decide (above), or,
+			 * two ports cabled back to back, no switch filters: every
+			 * attached QP gets it */
 			if (st->link == SIMF_LINK_IB && st->sm_kind != SIMF_SM_OPENSM && !(m->join_state[n] & 3))
 				continue;
 			out[k++] = m->qps[q];

@@ -58,6 +58,7 @@
 #define SIMF_MAX_PORTS 36      /* ports of a switch (1..36; 0 = its management port) */
 #define SIMF_MAX_SWITCHES 24
 #define SIMF_LFT_CAP 0xC000    /* a switch's LinearFDBCap: unicast LIDs 0..0xBFFF */
+#define SIMF_MFT_CAP 1024      /* a switch's MulticastFDBCap: MLIDs 0xC000..0xC3FF */
 
 /* BTH byte 4 (resv8a) as the fabric uses it. */
 #define SIMF_RESV8A(sl, grh) ((uint8_t)((((unsigned)(sl) & 0xFu) << 4) | ((grh) ? 1u : 0u)))
@@ -147,6 +148,7 @@ struct simf_switch {
 	uint8_t life_state;     /* SwitchInfo byte 11: LifeTimeValue, PortStateChange */
 	uint8_t _pad;
 	uint8_t lft[SIMF_LFT_CAP]; /* LID -> output port (0xFF: none) */
+	uint64_t mft[SIMF_MFT_CAP]; /* MLID - 0xC000 -> output ports (bit p: port p) */
 };
 
 /* A fault rule: the first matching rule applies to a datagram. */
@@ -386,6 +388,15 @@ int simf_mcast_detach(struct simf *f, int n, const uint8_t mgid[16], uint16_t ml
  * Returns how many were written to out (at most max). */
 int simf_mcast_targets(struct simf *f, const uint8_t *mgid, uint16_t mlid,
 		       struct simf_mcg_qp *out, int max);
+/* The same for a datagram sent by node src: on a fabric with switches
+ * under an external SM it reaches only the CAs the switches' MFTs send it
+ * to (flooded from src's port: each switch sends it out of the ports its
+ * MFT has for the MLID, never back the way it came), and src itself. */
+int simf_mcast_targets_from(struct simf *f, int src, const uint8_t *mgid, uint16_t mlid,
+			    struct simf_mcg_qp *out, int max);
+/* Which nodes a multicast packet to mlid from src reaches through the
+ * switches' MFTs: reach[n] set (SIMF_MAX_NODES entries). Lock held. */
+void simf_mcast_reach(const struct simf *f, int src, uint16_t mlid, uint8_t *reach);
 
 /* ---- fault rules -------------------------------------------------------------- */
 

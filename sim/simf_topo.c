@@ -156,6 +156,47 @@ int simf_route_dr(const struct simf *f, int src, const uint8_t *smp, int *in_por
 	return cur;
 }
 
+void simf_mcast_reach(const struct simf *f, int src, uint16_t mlid, uint8_t *reach)
+{
+	const struct simf_state *st = f->st;
+	int queue[SIMF_MAX_NODES], inport[SIMF_MAX_NODES], qh = 0, qt = 0, pp, next;
+	uint8_t seen[SIMF_MAX_NODES] = { 0 };
+
+	memset(reach, 0, SIMF_MAX_NODES);
+	if (src < 0 || src >= SIMF_MAX_NODES || mlid < 0xC000 || mlid - 0xC000 >= SIMF_MFT_CAP)
+		return;
+	seen[src] = 1;
+	if (is_switch(st, src)) {
+		queue[qt] = src;
+		inport[qt++] = 0;
+	} else if ((next = across(st, src, 1, &pp)) >= 0 && !seen[next]) {
+		seen[next] = 1;
+		reach[next] = 1;
+		queue[qt] = next;
+		inport[qt++] = pp;
+	}
+	while (qh < qt) {
+		int u = queue[qh], in = inport[qh++];
+		const struct simf_node *nd = &st->nodes[u];
+		uint64_t mask;
+
+		if (!is_switch(st, u) || nd->sw >= SIMF_MAX_SWITCHES)
+			continue; /* a CA takes it and sends nothing on */
+		mask = st->sw[nd->sw].mft[mlid - 0xC000];
+		for (int p = 1; p <= nd->nports; p++) {
+			if (p == in || !(mask & (1ull << p)))
+				continue;
+			next = across(st, u, p, &pp);
+			if (next < 0 || seen[next])
+				continue;
+			seen[next] = 1;
+			reach[next] = 1;
+			queue[qt] = next;
+			inport[qt++] = pp;
+		}
+	}
+}
+
 /* ---- cables ------------------------------------------------------------------- */
 
 void simf_cable(struct simf *f, int a, int pa, int b, int pb)

@@ -1180,7 +1180,7 @@ static int ud_send(struct sv_qp *q, struct sv_swqe *w)
 		int i, k;
 		const uint8_t *mgid = av->is_global ? av->grh.dgid.raw : NULL;
 
-		k = simf_mcast_targets(c->f, mgid, mgid ? 0 : av->dlid, t, SIMF_MCG_QPS);
+		k = simf_mcast_targets_from(c->f, c->node, mgid, mgid ? 0 : av->dlid, t, SIMF_MCG_QPS);
 		/* the multicast QPN; the copy per member travels to its port */
 		buf[5] = buf[6] = buf[7] = 0xFF;
 		for (i = 0; i < k; i++) {

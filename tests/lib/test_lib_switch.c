@@ -262,3 +262,50 @@ Test(switch, opensm_reroutes_around_a_link_down)
 	cr_expect(s1 && s1 != s0, "still through spine%d (now %d) after 10 s", s0, s1);
 	rping_across(2, 1);
 }
+
+/* mckey: two receivers on different leaves (node3 on leaf2, node7 on
+ * leaf4), the sender on leaf1: OpenSM's SA creates the group and programs
+ * the MFTs, and the switches forward the datagrams by them. */
+Test(switch, opensm_mckey_across_leaves)
+{
+	char *out = NULL, *sout = NULL;
+	int st, rx[2] = { 3, 7 };
+
+	need("opensm", "opensm");
+	need("mckey", "rdmacm-utils");
+	lt_fabric_start_opts("ib", 8, "--no-uscmd --sm opensm --topo fat-tree:4,2,2");
+	for (int k = 0; k < 2; k++)
+		cr_assert_eq(lt_sh(NULL,
+				   "(USCM_SIM_NODE=node%d %s timeout 30 stdbuf -o0 mckey -m 224.0.0.7 -b 127.10.0.%d -C 3"
+				   " >%s/rx%d.out 2>&1; echo $? >%s/rx%d.rc) >/dev/null 2>&1 &",
+				   rx[k], lt_util_env(), rx[k], lt_dir, k, lt_dir, k),
+			     0);
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < 100 && lt_sh(NULL, "grep -q 'joined dgid' %s/rx%d.out", lt_dir, k) != 0; i++)
+			usleep(100 * 1000);
+	/* leaf2 (leaf1 -> spine1 -> leaf2) has a member: OpenSM programs its
+	 * MFT for the group (0xC001; 0xC000 is IPoIB's broadcast group) */
+	for (int i = 0; i < 50; i++) {
+		free(out);
+		out = NULL;
+		cr_assert_eq(on_node(1, &out, "ibroute -M -D 0,1,3,2"), 0, "%s", out);
+		if (strstr(out, "\n0xc001 "))
+			break;
+		usleep(100 * 1000);
+	}
+	cr_expect(strstr(out, "\n0xc001 "), "ibroute -M of leaf2:\n%s", out);
+	free(out);
+	out = NULL;
+	st = on_node(1, &out, "mckey -m 224.0.0.7 -b 127.10.0.1 -s -C 3");
+	cr_expect_eq(st, 0, "mckey -s exited %d:\n%s", st, out);
+	free(out);
+	for (int k = 0; k < 2; k++) {
+		for (int i = 0; i < 100 && lt_sh(NULL, "test -s %s/rx%d.rc", lt_dir, k) != 0; i++)
+			usleep(100 * 1000);
+		lt_sh(&sout, "cat %s/rx%d.rc %s/rx%d.out", lt_dir, k, lt_dir, k);
+		cr_expect(sout[0] == '0' && strstr(sout, "data transfers complete"), "mckey on node%d:\n%s", rx[k],
+			  sout);
+		free(sout);
+		sout = NULL;
+	}
+}

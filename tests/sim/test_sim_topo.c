@@ -227,3 +227,42 @@ Test(topo, directed_route_hop_by_hop)
 	cr_expect_eq(simf_route_dr(f, 1, smp, &in, NULL), 3);
 	simf_detach(f);
 }
+
+/* multicast through the MFTs: chain:3,1 is node1-sw1(node4), node2-sw2
+ * (node5), node3-sw3(node6); ports: 1 host, 2 previous switch, 3 next */
+Test(topo, multicast_by_mft)
+{
+	struct simf *f = mk_topo("chain:3,1");
+	uint8_t reach[SIMF_MAX_NODES];
+	uint16_t mlid = 0xC001;
+
+	cr_assert_eq(f->st->nswitches, 3);
+	/* no MFT entries: nothing leaves the first switch */
+	simf_mcast_reach(f, 1, mlid, reach);
+	cr_expect(reach[4] && !reach[2] && !reach[3]);
+	/* sw1 -> sw2 -> sw3 -> node3; sw2 keeps it from node2 */
+	f->st->sw[0].mft[1] = 1u << 3;
+	f->st->sw[1].mft[1] = 1u << 3;
+	f->st->sw[2].mft[1] = 1u << 1 | 1u << 2;
+	simf_mcast_reach(f, 1, mlid, reach);
+	cr_expect(reach[3] && !reach[2] && !reach[1]);
+	/* a port in the mask that the packet came in on is not used back */
+	f->st->sw[1].mft[1] = 1u << 1 | 1u << 2 | 1u << 3;
+	simf_mcast_reach(f, 1, mlid, reach);
+	cr_expect(reach[2] && reach[3] && !reach[1]);
+	/* another MLID has its own entries */
+	simf_mcast_reach(f, 1, 0xC002, reach);
+	cr_expect(!reach[2] && !reach[3]);
+	/* the inter-switch link down cuts node3 off */
+	cr_assert_eq(simf_set_port_link(f, 5, 3, 0), 0);
+	simf_mcast_reach(f, 1, mlid, reach);
+	cr_expect(reach[2] && !reach[3]);
+	cr_expect_eq(f->st->nodes[5].ports[3].state, SIMF_PORT_DOWN);
+	cr_expect_eq(f->st->nodes[6].ports[2].state, SIMF_PORT_DOWN);
+	cr_expect(f->st->sw[2].life_state & 0x04, "PortStateChange");
+	cr_assert_eq(simf_set_port_link(f, 5, 3, 1), 0);
+	cr_expect_eq(f->st->nodes[6].ports[2].state, SIMF_PORT_INIT);
+	cr_expect_neq(simf_set_port_link(f, 4, 2, 0), 0); /* sw1 port 2: no cable */
+	cr_expect_eq(errno, ENOTCONN);
+	simf_detach(f);
+}
