@@ -1879,6 +1879,89 @@ static void sma_input(int n, int src, uint16_t sport, const uint8_t *pkt, size_t
 		      strerror(errno));
 }
 
+/* ---- traps: a switch tells the SM a port's link state changed ----------------
+ *
+ * What a switch's SMA does when one of its ports changes state on its own
+ * (a cable taken down or up, `uscm-sim link sw1:3 down`): besides setting
+ * PortStateChange in SwitchInfo, it sends the SM (the Master SM LID its
+ * port 0 was given) a SubnTrap(Notice) of trap 128, "link state of at
+ * least one port of switch <LID> has changed" (IBTA Vol1 14.2.5.1, 14.3.1:
+ * generic, urgent, producer type switch, DataDetails LIDADDR), LID-routed
+ * through the switches like any SMP. OpenSM answers TrapRepress (which the
+ * SMA ignores) and sweeps at once. */
+static uint8_t g_trap_seen[SIMF_MAX_NODES][SIMF_MAX_PORTS + 1];
+static uint8_t g_trap_init[SIMF_MAX_NODES];
+static uint64_t g_trap_tid;
+
+static void send_trap128(int n)
+{
+	struct simf_state *st = g_f->st;
+	const struct simf_node *nd = &st->nodes[n];
+	uint8_t pkt[SIMF_BTH_LEN + SIMF_DETH_LEN + MAD_LEN + SIMF_ICRC_LEN], *mad, *notice;
+	struct simf_bth b = { .opcode = SIMF_OP_UD_SEND_ONLY, .pkey = 0xFFFF, .dest_qp = 0 };
+	struct simf_agent a;
+	int sm;
+
+	if (!nd->lid || !nd->sm_lid)
+		return;
+	sm = simf_route_lid(g_f, n, nd->sm_lid, NULL);
+	if (sm < 0) {
+		logf_("SMA of %s: Trap 128: no route to the SM LID %u: lost", nd->name, nd->sm_lid);
+		return;
+	}
+	if (simf_agent_find(g_f, sm, 0, UMAD_CLASS_SUBN_LID_ROUTED, 1, 0x05, NULL, &a) < 0) {
+		logf_("SMA of %s: Trap 128: nobody at LID %u takes traps: lost", nd->name, nd->sm_lid);
+		return;
+	}
+	memset(pkt, 0, sizeof(pkt));
+	b.psn = g_psn++ & 0xFFFFFF;
+	simf_bth_put(pkt, &b);
+	mad = pkt + SIMF_BTH_LEN + SIMF_DETH_LEN;
+	mad[0] = 1;
+	mad[1] = UMAD_CLASS_SUBN_LID_ROUTED;
+	mad[2] = 1;
+	mad[3] = 0x05;                      /* SubnTrap */
+	p64(mad + 8, 0x5452415000000000ull | ++g_trap_tid);
+	p16(mad + 16, 0x0002);              /* Notice */
+	notice = mad + SMP_DATA_OFF;
+	notice[0] = 0x80 | 1;               /* IsGeneric, Type Urgent */
+	notice[3] = 2;                      /* ProducerType: switch */
+	p16(notice + 4, 128);               /* TrapNumber */
+	p16(notice + 6, nd->lid);           /* IssuerLID */
+	p16(notice + 10, nd->lid);          /* DataDetails: LIDADDR */
+	notice[64] = 0xfe;
+	notice[65] = 0x80;
+	p64(notice + 72, nd->guid);         /* IssuerGID */
+	logf_("SMA of %s: Trap 128 (link state change) to the SM at LID %u", nd->name, nd->sm_lid);
+	if (simf_send(g_f, g_sma_fd[n], n, sm, a.port, pkt, sizeof(pkt)) < 0)
+		logf_("SMA of %s: Trap 128: %s", nd->name, strerror(errno));
+}
+
+/* Called from the main loop: a trap for each switch whose ports' link
+ * states changed since last time (under an external SM). */
+static void trap_check(void)
+{
+	struct simf_state *st = g_f->st;
+
+	for (unsigned n = st->nnodes + 1; n <= st->nnodes + st->nswitches && n < SIMF_MAX_NODES; n++) {
+		const struct simf_node *nd = &st->nodes[n];
+		int changed = 0;
+
+		for (unsigned p = 1; p <= nd->nports; p++) {
+			/* Down or not: what a port's own link does (the SM's
+			 * Init -> Armed -> Active moves are not traps) */
+			uint8_t dn = nd->ports[p].state == SIMF_PORT_DOWN;
+
+			if (g_trap_init[n] && g_trap_seen[n][p] != dn)
+				changed = 1;
+			g_trap_seen[n][p] = dn;
+		}
+		g_trap_init[n] = 1;
+		if (changed)
+			send_trap128((int)n);
+	}
+}
+
 /* ---- an external SM: Debian's opensm on a node's port ---------------------------
  *
  * With `uscm-sim up --sm opensm` this process is only every port's SMA; it
@@ -2133,6 +2216,8 @@ int main(int argc, char **argv)
 			sm_sweep();
 			next_sweep = now + 100;
 		}
+		if (external && g_f->st->nswitches)
+			trap_check();
 		if (now >= next_check) {
 			/* the fabric was stopped or replaced: go away */
 			if (stat(path, &st1) < 0 || st1.st_ino != st0.st_ino) {
