@@ -156,6 +156,42 @@ Test(switch, builtin_sm_topology_file)
 	rping_across(1, 3);
 }
 
+/* ibnetdiscover's output is a topology file: a fabric built from it is
+ * discovered with the same switches, CAs, GUIDs and links */
+Test(switch, ibnetdiscover_output_round_trip)
+{
+	char path[128], *out = NULL;
+
+	need("ibnetdiscover", "infiniband-diags");
+	snprintf(path, sizeof(path), "/tmp/uscm-disc-%d", (int)getpid());
+	lt_fabric_start_opts("ib", 4, "--no-uscmd --topo chain:2,2");
+	cr_assert_eq(on_node(1, &out, "ibnetdiscover >%s.1", path), 0, "%s", out);
+	free(out);
+	out = NULL;
+	lt_fabric_stop();
+	{
+		char opts[256];
+
+		snprintf(opts, sizeof(opts), "--no-uscmd --topo %s.1", path);
+		lt_fabric_start_opts("ib", 4, opts);
+	}
+	cr_assert_eq(on_node(3, &out, "ibnetdiscover >%s.2", path), 0, "%s", out);
+	free(out);
+	out = NULL;
+	/* the node and link lines without their comments (LIDs differ) */
+	cr_expect_eq(lt_sh(&out,
+			   "for i in 1 2; do grep -E '^(Switch|Ca|\\[)' %s.$i | sed 's/#.*//; s/[[:space:]]*$//' |"
+			   " sort >%s.$i.s; done; diff %s.1.s %s.2.s 2>&1",
+			   path, path, path, path),
+		     0, "%s", out);
+	free(out);
+	out = NULL;
+	lt_sh(&out, "grep -c '^Switch' %s.2.s", path);
+	cr_expect(atoi(out) == 2, "%s", out);
+	free(out);
+	lt_sh(NULL, "rm -f %s.1 %s.2 %s.1.s %s.2.s", path, path, path, path);
+}
+
 Test(switch, opensm_fat_tree)
 {
 	char *out = NULL;
