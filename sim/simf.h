@@ -44,7 +44,7 @@
 #define SIMF_MAGIC 0x55534631u /* "USF1" */
 #define SIMF_VERSION 6
 #define SIMF_IP_GIDS 4         /* IPv6 RoCE GIDs per node (struct simf_node) */
-#define SIMF_MAX_NODES 64      /* node 0 = SM/SA, 1..63 = node1..node63 */
+#define SIMF_MAX_NODES 128     /* node 0 = SM/SA, 1..127 = node1..node127 and switches */
 #define SIMF_MAX_AGENTS 32     /* umad agents per node */
 #define SIMF_MAX_FAULTS 32
 #define SIMF_MAX_LID 0xBFFF

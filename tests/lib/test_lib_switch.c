@@ -353,3 +353,28 @@ Test(switch, opensm_mckey_across_leaves)
 		sout = NULL;
 	}
 }
+
+/* issue 17's scale target: 64 hosts and 20 switches (16 leaves with 4
+ * hosts each, 4 spines) come up under OpenSM in under 30 s; ibnetdiscover
+ * finds all 84 nodes and rping crosses from the first leaf to the last */
+Test(switch, opensm_64_hosts_20_switches)
+{
+	char *out = NULL;
+	uint64_t t0;
+	int sw = 0, ca = 0;
+
+	need("opensm", "opensm");
+	need("ibnetdiscover", "infiniband-diags");
+	need("rping", "rdmacm-utils");
+	t0 = lt_now_ms();
+	lt_fabric_start_opts("ib", 64, "--no-uscmd --sm opensm --topo fat-tree:16,4,4");
+	cr_expect_lt(lt_now_ms() - t0, 30000, "up in %llu ms", (unsigned long long)(lt_now_ms() - t0));
+	cr_assert_eq(on_node(64, &out, "ibnetdiscover"), 0, "%s", out);
+	for (const char *p = out; (p = strchr(p, '\n')); p++) {
+		sw += strncmp(p + 1, "Switch\t", 7) == 0;
+		ca += strncmp(p + 1, "Ca\t", 3) == 0;
+	}
+	cr_expect(sw == 20 && ca == 64, "%d switches, %d CAs", sw, ca);
+	free(out);
+	rping_across(64, 1);
+}
