@@ -7,8 +7,9 @@
  * ibnetdiscover prints the topology given, ibroute the switch's LFT,
  * ibtracert a path through the switches, smpquery answers through a
  * directed route of 3 and 4 hops, saquery PR answers from OpenSM's SA, and
- * an unmodified rping over uscm's librdmacm connects across leaf switches
- * (its packets forwarded by the LFTs); a spine link taken down, the leaf's
+ * unmodified rping, ucmatose, udaddy and cmtime -c 1000 over uscm's
+ * librdmacm connect across leaf switches (their packets forwarded by the
+ * LFTs); a spine link taken down, the leaf's
  * Trap 128 makes OpenSM reroute at once; mckey reaches receivers on two
  * other leaves through OpenSM's MFTs. Skipped when opensm,
  * infiniband-diags or rdmacm-utils is missing.
@@ -107,6 +108,40 @@ static void rping_across(int s, int c)
 	free(sout);
 }
 
+/* a server `prog sargs` on node s, the client `prog cargs` on node c:
+ * the client exits 0, and the server too (server_exits) or it is
+ * stopped (cmtime's server runs until killed) */
+static void pair_across(const char *prog, int s, const char *sargs, int c, const char *cargs, int server_exits)
+{
+	char *out = NULL, *sout = NULL;
+	int st = -1;
+
+	cr_assert_eq(lt_sh(NULL,
+			   "(USCM_SIM_NODE=node%d %s timeout 60 %s %s >%s/%s.out 2>&1 & echo $! >%s/%s.pid; "
+			   "wait $!; echo $? >%s/%s.rc) >/dev/null 2>&1 &",
+			   s, lt_util_env(), prog, sargs, lt_dir, prog, lt_dir, prog, lt_dir, prog),
+		     0);
+	for (int i = 0; i < 50; i++) {
+		free(out);
+		out = NULL;
+		st = on_node(c, &out, "%s %s", prog, cargs);
+		if (st == 0 || !strstr(out, "REJECTED"))
+			break;
+		usleep(100 * 1000); /* the server did not listen yet */
+	}
+	cr_expect_eq(st, 0, "%s %s on node%d exited %d:\n%s", prog, cargs, c, st, out);
+	free(out);
+	if (!server_exits) {
+		lt_sh(NULL, "kill -TERM $(cat %s/%s.pid) >/dev/null 2>&1; true", lt_dir, prog);
+		return;
+	}
+	for (int i = 0; i < 300 && lt_sh(NULL, "test -s %s/%s.rc", lt_dir, prog) != 0; i++)
+		usleep(100 * 1000);
+	lt_sh(&sout, "cat %s/%s.rc %s/%s.out", lt_dir, prog, lt_dir, prog);
+	cr_expect(sout[0] == '0', "%s %s on node%d:\n%s", prog, sargs, s, sout);
+	free(sout);
+}
+
 /* node n's LID as `uscm-sim status` shows it */
 static int lid_of(int n)
 {
@@ -200,6 +235,7 @@ Test(switch, opensm_fat_tree)
 	need("opensm", "opensm");
 	need("ibnetdiscover", "infiniband-diags");
 	need("rping", "rdmacm-utils");
+	need("cmtime", "rdmacm-utils");
 	/* 4 leaves with 2 hosts each, 2 spines: 6 switches, 8 hosts */
 	lt_fabric_start_opts("ib", 8, "--no-uscmd --sm opensm --topo fat-tree:4,2,2");
 	{
@@ -246,6 +282,11 @@ Test(switch, opensm_fat_tree)
 	}
 	free(out);
 	rping_across(1, 8);
+	/* more of librdmacm's examples across leaf switches: RC connections
+	 * with data, UD with address resolution, 1000 connections */
+	pair_across("ucmatose", 1, "", 8, "-s 127.10.0.1", 1);
+	pair_across("udaddy", 3, "", 6, "-s 127.10.0.3", 1);
+	pair_across("cmtime", 2, "-c 1000", 7, "-s 127.10.0.2 -c 1000", 0);
 }
 
 /* the spine ("spine1"/"spine2") ibtracert from node a to LID dlid passes */
