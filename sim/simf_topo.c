@@ -456,6 +456,10 @@ int simf_topo_parse(const char *path, struct simf_topo *t, char *err, size_t err
 				errf(err, errlen, "%s:%d: a link line outside a node", path, lineno);
 				goto fail;
 			}
+			if (nl >= (int)(sizeof(links) / sizeof(links[0]))) {
+				errf(err, errlen, "%s:%d: too many link lines", path, lineno);
+				goto fail;
+			}
 			l = &links[nl];
 			q = p;
 			port = bracket(&q);
