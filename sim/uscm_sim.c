@@ -418,7 +418,7 @@ static void terminate(pid_t *pids, int n)
 
 static void remove_state(const char *dir)
 {
-	static const char *const files[] = { "fabric.state", "hosts", "sm.log", "netns" };
+	static const char *const files[] = { "fabric.state", "hosts", "sm.log", "netns", "topology" };
 	static const char *const node_files[] = { "uscmd.sock", "uscmd.log" };
 	char p[PATH_MAX + 64];
 
