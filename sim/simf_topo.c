@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GUID_CA_BASE 0x0002c90300000000ull
 #define GUID_SW_BASE 0x0002c90300010000ull
 #define MAX_HOPS 64
 
@@ -623,7 +622,6 @@ int simf_topo_apply(struct simf *f, const struct simf_topo *t, char *err, size_t
 	}
 	__atomic_add_fetch(&st->generation, 1, __ATOMIC_RELEASE);
 	simf_unlock(f);
-	(void)GUID_CA_BASE;
 	return simf_write_hosts(f);
 }
 
