@@ -100,6 +100,41 @@ Test(ucx, roce_sysfs_gid_attrs_match_verbs)
 	free(out);
 }
 
+/* RoCE: every entry of the drop-in's GID table (ibv_query_gid_table and
+ * ibv_query_gid_ex through pyverbs: GID, type, netdev) is what the sysfs
+ * tree says, unused entries zero and without type or netdev; with the
+ * node's IPv4 GID alone, then with two IPv6 addresses on uscm1 (GIDs 1, 2;
+ * the tree of the next `run` has them). tests/lib/gid_sysfs.py. */
+Test(ucx, roce_gid_table_matches_sysfs)
+{
+	char cmd[1200], *out = NULL;
+	int rc;
+
+	if (lt_sh(NULL, "env -u LD_LIBRARY_PATH -u LD_PRELOAD /usr/bin/python3 -c 'import pyverbs.device'"
+			" >/dev/null 2>&1") != 0)
+		tf_skip_missing("pyverbs (Debian python3-pyverbs) is not installed");
+	start("roce");
+	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/tests/lib/gid_sysfs.py uscm_node1", app_srcdir());
+	rc = app_client(1, 30, cmd, &out);
+	cr_assert_eq(rc, 0, "%s", out);
+	cr_expect(strstr(out, "0 0000:0000:0000:0000:0000:ffff:7f0a:0001 RoCE v2 uscm1\nOK"), "%s", out);
+	free(out);
+	out = NULL;
+	rc = app_client(1, 30,
+			"sh -c 'sysctl -qw net.ipv6.conf.uscm1.disable_ipv6=0 &&"
+			" ip -6 addr add fd00::1/64 dev uscm1 nodad &&"
+			" ip -6 addr add fd00::11/64 dev uscm1 nodad'", &out);
+	cr_assert_eq(rc, 0, "%s", out);
+	free(out);
+	out = NULL;
+	rc = app_client(1, 30, cmd, &out);
+	cr_assert_eq(rc, 0, "%s", out);
+	cr_expect(strstr(out, "1 fd00:0000:0000:0000:0000:0000:0000:00") &&
+		  strstr(out, "2 fd00:0000:0000:0000:0000:0000:0000:00") && strstr(out, "\nOK"),
+		  "%s", out);
+	free(out);
+}
+
 /* ucx_perftest server on node 1 (TCP port 13337 for its setup), client
  * on node 2. */
 static void perftest(const char *link, const char *args)
