@@ -462,7 +462,9 @@ static short rs_revents(struct rs *rs, short events)
 			rev |= POLLIN;
 		if ((events & POLLOUT) && (rs->state & RS_S_WR) && rs_can_send(rs))
 			rev |= POLLOUT;
-		if (!(rs->state & RS_S_CONN))
+		/* a hang-up shows once the data that came before it is read
+		 * (as TCP's FIN: readable first) */
+		if (!(rs->state & RS_S_CONN) && !rs_have_rdata(rs))
 			rev |= (rs->state & RS_S_ERROR) ? POLLERR : POLLHUP;
 		return rev;
 	}
