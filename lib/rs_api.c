@@ -1032,7 +1032,9 @@ RS_EXPORT off_t riomap(int socket, void *buf, size_t len, int prot, int flags, o
 	if (!buf || !len || (prot & ~PROT_WRITE) || offset < -1)
 		return rs_fail(EINVAL);
 	pthread_mutex_lock(&rs->lk);
-	if (!rs->id->pd || !(rs->state & RS_S_CONN)) {
+	/* from the moment the QP exists (an accepted socket may still be
+	 * completing its connection): offered to the peer at the next send */
+	if (!rs->id->pd || !rs->sbuf || (rs->state & (RS_S_DISC | RS_S_ERROR | RS_S_CONN_ERR))) {
 		pthread_mutex_unlock(&rs->lk);
 		return rs_fail(EINVAL);
 	}

@@ -149,3 +149,32 @@ Test(rsapps, rcopy_4mib_roce)
 {
 	rcopy_run("roce");
 }
+
+static void riostream(const char *link, const char *opts)
+{
+	char server[256], client[256], *out, *sout = NULL;
+
+	snprintf(server, sizeof(server), "riostream -b 127.10.0.1 %s", opts);
+	snprintf(client, sizeof(client), "riostream -s 127.10.0.1 %s", opts);
+	out = rs_pair(link, "riostream", server, client, 1, &sout);
+	cr_expect(strstr(out, "custom "), "client:\n%s", out);
+	cr_expect(strstr(sout, "custom "), "server:\n%s", sout);
+	free(out);
+	free(sout);
+}
+
+/* riostream: the server riomaps its buffer, the client riowrites into it */
+Test(rsapps, riostream_blocking_ib)
+{
+	riostream("ib", "-T b -S 65536 -C 100");
+}
+
+Test(rsapps, riostream_nonblocking_roce)
+{
+	riostream("roce", "-T n -S 100000 -C 50");
+}
+
+Test(rsapps, riostream_poll_ib)
+{
+	riostream("ib", "-T a -S 1000 -C 200");
+}
