@@ -510,3 +510,95 @@ Test(rsocket, hostile_bad_version_refused)
 	cr_assert_eq(write(p.go[1], "g", 1), 1);
 	lt_reap(pid);
 }
+
+/* /etc/rdma/rsocket/... (here a directory of the test's through
+ * USCM_RSOCKET_CONF_DIR): read at the first rsocket call of the process
+ * (Criterion runs each test in a process of its own); absent files keep
+ * librdmacm's defaults. */
+Test(rsocket, config_files)
+{
+	char dir[] = "/tmp/uscm-rsconf.XXXXXX";
+	int s, v;
+	socklen_t len = sizeof(v);
+
+	lt_fabric_start("ib", 2);
+	lt_node(1);
+	cr_assert(mkdtemp(dir));
+	cr_assert_eq(lt_sh(NULL,
+			   "cd %s && echo 128 >inline_default && echo 200 >sqsize_default && "
+			   "echo 100 >rqsize_default && echo 65536 >mem_default && "
+			   "echo 32768 >wmem_default && echo 100 >iomap_size",
+			   dir),
+		     0);
+	setenv("USCM_RSOCKET_CONF_DIR", dir, 1);
+	s = rsocket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(s, 0);
+	cr_expect_eq(rgetsockopt(s, SOL_RDMA, RDMA_INLINE, &v, &len), 0);
+	cr_expect_eq(v, 128);
+	cr_expect_eq(rgetsockopt(s, SOL_RDMA, RDMA_SQSIZE, &v, &len), 0);
+	cr_expect_eq(v, 200);
+	cr_expect_eq(rgetsockopt(s, SOL_RDMA, RDMA_RQSIZE, &v, &len), 0);
+	cr_expect_eq(v, 100);
+	cr_expect_eq(rgetsockopt(s, SOL_SOCKET, SO_RCVBUF, &v, &len), 0);
+	cr_expect_eq(v, 65536);
+	cr_expect_eq(rgetsockopt(s, SOL_SOCKET, SO_SNDBUF, &v, &len), 0);
+	cr_expect_eq(v, 32768);
+	cr_expect_eq(rgetsockopt(s, SOL_RDMA, RDMA_IOMAPSIZE, &v, &len), 0);
+	cr_expect_eq(v, 100);
+	rclose(s);
+	lt_sh(NULL, "rm -rf %s", dir);
+}
+
+Test(rsocket, config_defaults)
+{
+	int s, v;
+	socklen_t len = sizeof(v);
+
+	lt_fabric_start("ib", 2);
+	lt_node(1);
+	setenv("USCM_RSOCKET_CONF_DIR", "/nonexistent", 1);
+	s = rsocket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(s, 0);
+	cr_expect_eq(rgetsockopt(s, SOL_RDMA, RDMA_SQSIZE, &v, &len), 0);
+	cr_expect_eq(v, 384);
+	cr_expect_eq(rgetsockopt(s, SOL_RDMA, RDMA_RQSIZE, &v, &len), 0);
+	cr_expect_eq(v, 384);
+	cr_expect_eq(rgetsockopt(s, SOL_SOCKET, SO_RCVBUF, &v, &len), 0);
+	cr_expect_eq(v, 1 << 17);
+	cr_expect_eq(rgetsockopt(s, SOL_SOCKET, SO_SNDBUF, &v, &len), 0);
+	cr_expect_eq(v, 1 << 17);
+	cr_expect_eq(rgetsockopt(s, SOL_RDMA, RDMA_IOMAPSIZE, &v, &len), 0);
+	cr_expect_eq(v, 0);
+	rclose(s);
+}
+
+/* riomap / riowrite errors: nothing mapped by the peer, bad arguments */
+Test(rsocket, iomap_errors)
+{
+	struct lt_pipes p;
+	pid_t pid;
+	char buf[4096];
+	int s;
+
+	lt_fabric_start("ib", 2);
+	pid = lt_spawn(server, SRV_ECHO, &p);
+	lt_node(1);
+	s = cli_connect(PORT);
+	EXPECT_ERR(riomap(s, NULL, 10, PROT_WRITE, 0, -1), EINVAL);
+	EXPECT_ERR(riomap(s, buf, 0, PROT_WRITE, 0, -1), EINVAL);
+	EXPECT_ERR(riomap(s, buf, sizeof(buf), PROT_READ, 0, -1), EINVAL);
+	/* the peer's iomap table is empty (RDMA_IOMAPSIZE 0): no slot */
+	EXPECT_ERR(riomap(s, buf, sizeof(buf), PROT_WRITE, 0, 0), ENOMEM);
+	/* a local mapping works and unmaps once */
+	cr_expect_eq(riomap(s, buf, sizeof(buf), 0, 0, -1), (off_t)(uintptr_t)buf);
+	cr_expect_eq(riounmap(s, buf, sizeof(buf)), 0);
+	EXPECT_ERR(riounmap(s, buf, sizeof(buf)), EINVAL);
+	errno = 0;
+	cr_expect_eq(riowrite(s, buf, 10, 0, 0), (size_t)-1);
+	cr_expect_eq(errno, EINVAL);
+	cr_expect_eq(rshutdown(s, SHUT_WR), 0);
+	cr_expect_eq(rrecv(s, buf, 3, MSG_WAITALL), 3);
+	cr_expect_eq(rclose(s), 0);
+	cr_assert_eq(write(p.go[1], "g", 1), 1);
+	lt_reap(pid);
+}
