@@ -127,6 +127,7 @@ struct rs {
 	/* options */
 	int reuseaddr, keepalive, oobinline, nodelay, linger_on, linger;
 	int keepidle, keepintvl, keepcnt;
+	uint64_t ka_last; /* ms: the last keepalive sent (or the connection) */
 	void *route; /* RDMA_ROUTE path data */
 	size_t route_len;
 

@@ -268,6 +268,7 @@ static void rs_connected(struct rs *rs)
 {
 	rs->state = RS_S_RDWR;
 	rs->retries = 0;
+	rs->ka_last = now_ms();
 	/* from now on the CM channel is only polled (DISCONNECTED) */
 	set_nonblock(rs->id->channel->fd, 1);
 }
@@ -748,6 +749,22 @@ static int rs_wait(struct rs *rs, int nonblock, int (*test)(struct rs *), int ti
 		if (!rs->armed) {
 			rs_arm(rs);
 			continue; /* re-check what arrived before the arm */
+		}
+		if (rs->keepalive && (rs->state & RS_S_CONN)) {
+			/* SO_KEEPALIVE: a KEEPALIVE control message every
+			 * TCP_KEEPIDLE seconds while waiting; a dead peer makes
+			 * it fail (RC retries), which tears the socket down */
+			uint64_t idle = (uint64_t)(rs->keepidle > 0 ? rs->keepidle : 7200) * 1000;
+			uint64_t t = now_ms();
+
+			if (t - rs->ka_last >= idle && rs_ctrl_avail(rs)) {
+				rs->ka_last = t;
+				if (rs_post_ctrl(rs, RS_IMM(RS_OP_CTRL, RS_CTRL_KEEPALIVE)))
+					rs_teardown(rs, errno);
+				continue;
+			}
+			if (rs->ka_last + idle - t < (uint64_t)to)
+				to = (int)(rs->ka_last + idle - t);
 		}
 		if (timeout_ms >= 0) {
 			uint64_t t = now_ms();

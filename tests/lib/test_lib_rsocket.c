@@ -37,7 +37,7 @@ TestSuite(rsocket, .fini = teardown, .timeout = 60);
 
 /* ---- the server child ---- */
 
-enum { SRV_ECHO, SRV_HOLD, SRV_HOSTILE_OP, SRV_HOSTILE_OVERRUN, SRV_BAD_VERSION };
+enum { SRV_ECHO, SRV_HOLD, SRV_HOSTILE_OP, SRV_HOSTILE_OVERRUN, SRV_BAD_VERSION, SRV_SLEEP };
 
 static int srv_listen(int port)
 {
@@ -83,6 +83,11 @@ static void server(int mode, struct lt_pipes *p)
 	LT_CK(s >= 0);
 	if (mode == SRV_ECHO) {
 		srv_echo(s);
+	} else if (mode == SRV_SLEEP) {
+		/* connected, then killed by the test */
+		LT_CK(write(p->ready[1], "a", 1) == 1);
+		for (;;)
+			pause();
 	} else if (mode == SRV_HOLD) {
 		/* read nothing until told: the client's sends fill up */
 		char buf[65536];
@@ -601,4 +606,35 @@ Test(rsocket, iomap_errors)
 	cr_expect_eq(rclose(s), 0);
 	cr_assert_eq(write(p.go[1], "g", 1), 1);
 	lt_reap(pid);
+}
+
+/* The peer process dies mid-connection (SIGKILL, in-process mode: no
+ * DREQ): with SO_KEEPALIVE (TCP_KEEPIDLE 1 s) a blocked receiver gets
+ * ECONNRESET, not a hang; a sender gets it from the RC retries. */
+Test(rsocket, peer_death_keepalive)
+{
+	struct lt_pipes p;
+	pid_t pid;
+	char buf[4096];
+	int s, v = 1;
+	struct sockaddr_in sin = lt_sin("127.10.0.2", PORT);
+
+	if (getenv("USCM_TEST_DAEMON") && atoi(getenv("USCM_TEST_DAEMON")))
+		tf_deselect("in-process mode only (a daemon disconnects a dead process's connections)");
+	lt_fabric_start("ib", 2);
+	pid = lt_spawn(server, SRV_SLEEP, &p);
+	lt_node(1);
+	s = rsocket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(s, 0);
+	cr_expect_eq(rsetsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &v, sizeof(v)), 0);
+	cr_expect_eq(rsetsockopt(s, IPPROTO_TCP, TCP_KEEPIDLE, &v, sizeof(v)), 0);
+	cr_assert_eq(rconnect(s, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	lt_child_says(&p, 10000, "the child did not accept");
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	uint64_t t0 = lt_now_ms();
+	EXPECT_ERR(rrecv(s, buf, sizeof(buf), 0), ECONNRESET);
+	cr_expect_lt(lt_now_ms() - t0, 30000);
+	EXPECT_ERR(rsend(s, buf, sizeof(buf), 0), ECONNRESET);
+	cr_expect_eq(rclose(s), 0);
 }
