@@ -173,6 +173,20 @@ static void field_diag(struct cmp_diags *d, const struct cmp_layout *l, const ch
 	cmp_diag_add(d, sev, code, byte, bit, name, "%s %s: %llu (%s)", l->name, name, v, what);
 }
 
+const char *cmp_cm_req_qp_type_str(const struct cmp_cm_req *r)
+{
+	switch (r->transport_service_type) {
+	case 0:
+		return "RC";
+	case 1:
+		return "UC";
+	case 2:
+		return "RD";
+	default:
+		return r->extended_transport_type == 1 ? "XRC" : "reserved";
+	}
+}
+
 void cmp_cm_validate(const struct cmp_cm_msg *m, struct cmp_diags *d)
 {
 	const struct cmp_layout *l = cmp_cm_layout(m->hdr.attr_id);
@@ -181,9 +195,13 @@ void cmp_cm_validate(const struct cmp_cm_msg *m, struct cmp_diags *d)
 		return;
 	switch (m->hdr.attr_id) {
 	case UMAD_CM_ATTR_REQ:
-		if (m->u.req.transport_service_type == 3)
-			field_diag(d, l, "transport_service_type", CMP_DIAG_ERROR, CMP_E_VALUE,
-				   "reserved value", 3);
+		/* Transport service type 3 (IBTA 1.2.1 A19.7 / the kernel's
+		 * cm_req_get_qp_type) defers to the extended transport type,
+		 * of which only 1 (XRC) is defined. */
+		if (m->u.req.transport_service_type == 3 && m->u.req.extended_transport_type != 1)
+			field_diag(d, l, "extended_transport_type", CMP_DIAG_ERROR, CMP_E_VALUE,
+				   "transport service type 3 needs extended type 1 (XRC)",
+				   m->u.req.extended_transport_type);
 		if (m->u.req.path_mtu < 1 || m->u.req.path_mtu > 5)
 			field_diag(d, l, "path_mtu", CMP_DIAG_ERROR, CMP_E_VALUE,
 				   "not an IB MTU code 1..5", m->u.req.path_mtu);

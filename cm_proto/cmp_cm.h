@@ -254,6 +254,10 @@ const struct cmp_layout *cmp_cm_layout(uint16_t attr_id);
 extern const uint16_t cmp_cm_attrs[];
 const char *cmp_cm_attr_str(uint16_t attr_id);
 const char *cmp_cm_rej_reason_str(uint16_t reason);
+/* What QP a REQ connects, from its transport service type and extended
+ * transport type: "RC", "UC", "RD", "XRC" (3 with extended type 1), or
+ * "reserved". */
+const char *cmp_cm_req_qp_type_str(const struct cmp_cm_req *r);
 /* The comm IDs a decoded CM message carries: its sender's (local) and its
  * receiver's (remote), 0 where it has none (a REQ has no remote ID,
  * ClassPortInfo neither). A SIDR request ID is the requester's: local in a

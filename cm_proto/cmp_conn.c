@@ -275,6 +275,23 @@ static void path_from_req(struct cmp_path *p, const struct cmp_cm_req *r, int al
 
 /* ---- received MADs ------------------------------------------------------------- */
 
+/* What a REQ's transport fields ask for, as the passive side's QP type
+ * (the kernel's cm_req_get_qp_type): RC, UC, or for transport service type
+ * 3 with extended transport type 1 an XRC target. -1: none we serve. */
+static int req_qp_type(const struct cmp_cm_req *r)
+{
+	switch (r->transport_service_type) {
+	case 0:
+		return CMP_QPT_RC;
+	case 1:
+		return CMP_QPT_UC;
+	case CMP_REQ_TST_XRC:
+		return r->extended_transport_type == CMP_REQ_ETT_XRC ? CMP_QPT_XRC_TGT : -1;
+	default:
+		return -1;
+	}
+}
+
 static void on_req(struct cmp_engine *e, const struct cmp_addr *src, const struct cmp_cm_msg *m,
 		   cmp_time now)
 {
@@ -282,6 +299,7 @@ static void on_req(struct cmp_engine *e, const struct cmp_addr *src, const struc
 	struct cmp_addr back = reply_addr(src);
 	struct cmp_conn *c;
 	struct cmp_listen *l;
+	int qpt;
 
 	/* A retransmission of a REQ we already have. */
 	c = cmp_find_remote(e, r->local_comm_id, r->local_ca_guid);
@@ -341,7 +359,8 @@ static void on_req(struct cmp_engine *e, const struct cmp_addr *src, const struc
 			 REJ_INVALID_SERVICE_ID, NULL, 0, NULL, 0);
 		return;
 	}
-	if (r->transport_service_type > CMP_QPT_UC) {
+	qpt = req_qp_type(r);
+	if (qpt < 0) {
 		send_rej(e, NULL, &back, m->hdr.tid, 0, r->local_comm_id, REJ_MSG_REQ,
 			 REJ_INVALID_TRANSPORT_TYPE, NULL, 0, NULL, 0);
 		return;
@@ -378,7 +397,7 @@ static void on_req(struct cmp_engine *e, const struct cmp_addr *src, const struc
 	 * the sender programs it as rq_psn, the peer as sq_psn). Taking it the
 	 * other way round breaks every connection to a kernel peer. */
 	c->sq_psn = r->starting_psn;
-	c->qp_type = r->transport_service_type;
+	c->qp_type = (uint8_t)qpt;
 	/* Our RDMA read depth is what they let us issue, and vice versa. */
 	c->responder_resources = r->initiator_depth;
 	c->initiator_depth = r->responder_resources;
@@ -413,7 +432,7 @@ static void on_req(struct cmp_engine *e, const struct cmp_addr *src, const struc
 	ev->srq = r->srq;
 	ev->rnr_retry_count = r->rnr_retry_count;
 	ev->retry_count = r->retry_count;
-	ev->qp_type = r->transport_service_type;
+	ev->qp_type = (uint8_t)qpt;
 	ev->ece.vendor_id = r->vendor_id;
 	ev->ece.attr_mod = m->hdr.attr_mod;
 	ev->path = c->path;
@@ -545,6 +564,7 @@ static void on_rep(struct cmp_engine *e, const struct cmp_addr *src, const struc
 {
 	const struct cmp_cm_rep *r = &m->u.rep;
 	struct cmp_conn *c = cmp_find_local(e, r->remote_comm_id), *other;
+	uint32_t rqpn;
 
 	if (!c) {
 		stray(e, NULL, "drop REP: unknown comm ID", now);
@@ -577,7 +597,9 @@ static void on_rep(struct cmp_engine *e, const struct cmp_addr *src, const struc
 		stray(e, c, "drop REP in this state", now);
 		return;
 	}
-	other = cmp_find_qpn(e, r->local_qpn, r->local_ca_guid);
+	/* An XRC target names its QP in the Local EECN field (cm.c). */
+	rqpn = c->qp_type == CMP_QPT_XRC_INI ? r->local_eecn : r->local_qpn;
+	other = cmp_find_qpn(e, rqpn, r->local_ca_guid);
 	if (other && other != c) {
 		e->st.rx_stale++;
 		send_rej(e, NULL, &c->dst, m->hdr.tid, c->local_id, r->local_comm_id, REJ_MSG_REP,
@@ -588,7 +610,7 @@ static void on_rep(struct cmp_engine *e, const struct cmp_addr *src, const struc
 	cmp_timer_clear(e, c);
 	c->remote_id = r->local_comm_id;
 	c->remote_ca_guid = r->local_ca_guid;
-	c->remote_qpn = r->local_qpn;
+	c->remote_qpn = rqpn;
 	c->sq_psn = r->starting_psn; /* what the REP's sender expects: see on_req */
 	c->initiator_depth = r->responder_resources < c->initiator_depth ? r->responder_resources
 									 : c->initiator_depth;
@@ -608,7 +630,7 @@ static void on_rep(struct cmp_engine *e, const struct cmp_addr *src, const struc
 	cmp_set_state(e, c, CMP_REP_RCVD, "recv REP", now);
 
 	struct cmp_event *ev = cmp_emit(e, c, CMP_EV_REP_RECEIVED, now);
-	ev->remote_qpn = r->local_qpn;
+	ev->remote_qpn = rqpn;
 	ev->remote_qkey = r->local_qkey;
 	ev->starting_psn = r->starting_psn;
 	ev->responder_resources = r->responder_resources;
@@ -960,7 +982,8 @@ int cmp_connect(struct cmp_engine *e, const struct cmp_req_param *p, void *ctx,
 	struct cmp_cm_msg m;
 	const struct cmp_path *pp;
 
-	if (!p || !p->primary || !out || p->qp_type > CMP_QPT_UC ||
+	if (!p || !p->primary || !out ||
+	    (p->qp_type != CMP_QPT_RC && p->qp_type != CMP_QPT_UC && p->qp_type != CMP_QPT_XRC_INI) ||
 	    p->private_data_len > CMP_REQ_PDATA || (p->private_data_len && !p->private_data) ||
 	    p->primary->mtu < 1 || p->primary->mtu > 5)
 		return fail(EINVAL);
@@ -1012,19 +1035,27 @@ int cmp_connect(struct cmp_engine *e, const struct cmp_req_param *p, void *ctx,
 	r->local_ca_guid = e->s.local_ca_guid;
 	r->local_qkey = 0;
 	r->local_qpn = c->local_qpn;
-	r->responder_resources = c->responder_resources;
 	r->initiator_depth = c->initiator_depth;
 	r->remote_cm_response_timeout = c->remote_cm_response_timeout;
-	r->transport_service_type = c->qp_type;
 	r->end_to_end_flow_control = c->flow_control;
 	r->starting_psn = c->rq_psn;
 	r->local_cm_response_timeout = c->local_cm_response_timeout;
-	r->retry_count = c->retry_count;
 	r->pkey = pp->pkey;
 	r->path_mtu = pp->mtu;
-	r->rnr_retry_count = c->rnr_retry_count;
 	r->max_cm_retries = c->max_cm_retries;
-	r->srq = c->srq;
+	if (c->qp_type == CMP_QPT_XRC_INI) {
+		/* The kernel's cm_format_req leaves responder resources, the
+		 * retry counts and SRQ out for an XRC initiator: it has no
+		 * receive side (the target's SRQ takes the messages). */
+		r->transport_service_type = CMP_REQ_TST_XRC;
+		r->extended_transport_type = CMP_REQ_ETT_XRC;
+	} else {
+		r->transport_service_type = c->qp_type;
+		r->responder_resources = c->responder_resources;
+		r->retry_count = c->retry_count;
+		r->rnr_retry_count = c->rnr_retry_count;
+		r->srq = c->srq;
+	}
 	REQ_PATH_WRITE(r, pp, primary, c->av_timeout);
 	if (c->has_alt)
 		REQ_PATH_WRITE(r, &c->alt, alternate,
@@ -1063,15 +1094,23 @@ int cmp_accept(struct cmp_engine *e, struct cmp_conn *c, const struct cmp_rep_pa
 	struct cmp_cm_rep *r = &m.u.rep;
 	r->local_comm_id = c->local_id;
 	r->remote_comm_id = c->remote_id;
-	r->local_qpn = c->local_qpn;
 	r->starting_psn = c->rq_psn;
 	r->responder_resources = c->responder_resources;
-	r->initiator_depth = c->initiator_depth;
 	r->target_ack_delay = e->s.local_ca_ack_delay;
 	r->failover_accepted = p->failover_accepted;
-	r->end_to_end_flow_control = p->flow_control;
 	r->rnr_retry_count = p->rnr_retry_count > 7 ? 7 : p->rnr_retry_count;
-	r->srq = p->srq;
+	if (c->qp_type == CMP_QPT_XRC_TGT) {
+		/* The kernel's cm_format_rep: an XRC target's QPN goes in the
+		 * Local EECN field, SRQ is 1, no initiator depth nor flow
+		 * control. */
+		r->local_eecn = c->local_qpn;
+		r->srq = 1;
+	} else {
+		r->local_qpn = c->local_qpn;
+		r->initiator_depth = c->initiator_depth;
+		r->end_to_end_flow_control = p->flow_control;
+		r->srq = p->srq;
+	}
 	r->local_ca_guid = e->s.local_ca_guid;
 	cmp_cm_rep_set_vendor_id(r, p->ece.vendor_id);
 	copy_pdata(r->private_data, sizeof(r->private_data), p->private_data, p->private_data_len);
@@ -1327,6 +1366,12 @@ void cmp_conn_destroy(struct cmp_engine *e, struct cmp_conn *c, cmp_time now)
 		enter_timewait(e, c, "user destroy: send REJ", now);
 		return;
 	case CMP_ESTABLISHED:
+		if (c->qp_type == CMP_QPT_XRC_TGT) {
+			/* The kernel's cm_destroy_id: an XRC target goes without
+			 * a DREQ (the initiator side owns the connection). */
+			enter_idle(e, c, "user destroy: XRC target, no DREQ", now);
+			return;
+		}
 		send_dreq(e, c, NULL, 0, now);
 		cmp_set_state(e, c, CMP_DREQ_SENT, "user destroy: send DREQ", now);
 		destroy_in_dreq_sent(e, c, now);

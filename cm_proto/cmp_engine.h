@@ -126,7 +126,23 @@ struct cmp_path {
 
 /* ---- connection parameters ----------------------------------------------- */
 
-enum cmp_qp_type { CMP_QPT_RC = 0, CMP_QPT_UC = 1 };
+/* What a connection's QP is. RC and UC are their REQ transport service
+ * types. XRC (IBTA Vol1 12.6.5 / 14.x, the kernel's cm.c): the active side
+ * connects an XRC initiator QP (CMP_QPT_XRC_INI), whose REQ carries
+ * transport service type 3 and extended transport type 1 and leaves
+ * responder resources, retry count, RNR retry count and SRQ zero; the
+ * passive side sees an XRC target QP (CMP_QPT_XRC_TGT), whose REP carries
+ * its QPN in the Local EECN field (Local QPN zero), SRQ 1, and no
+ * initiator depth or flow control. */
+enum cmp_qp_type {
+	CMP_QPT_RC = 0,
+	CMP_QPT_UC = 1,
+	CMP_QPT_XRC_INI = 2, /* cmp_connect only */
+	CMP_QPT_XRC_TGT = 3, /* what a passive connection of an XRC REQ is */
+};
+/* The REQ wire values (transport service type, extended transport type). */
+#define CMP_REQ_TST_XRC 3
+#define CMP_REQ_ETT_XRC 1
 
 struct cmp_ece { uint32_t vendor_id, attr_mod; };
 

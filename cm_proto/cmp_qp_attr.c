@@ -64,7 +64,8 @@ int cmp_conn_qp_attr(const struct cmp_conn *c, enum ibv_qp_state target,
 		attr->dest_qp_num = c->remote_qpn;
 		attr->rq_psn = c->rq_psn;
 		*mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-		if (c->qp_type == CMP_QPT_RC) {
+		/* cm_init_qp_rtr_attr: the responder of RC and XRC target QPs */
+		if (c->qp_type == CMP_QPT_RC || c->qp_type == CMP_QPT_XRC_TGT) {
 			attr->max_dest_rd_atomic = c->responder_resources;
 			attr->min_rnr_timer = 0;
 			*mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
@@ -92,13 +93,18 @@ int cmp_conn_qp_attr(const struct cmp_conn *c, enum ibv_qp_state target,
 		attr->qp_state = IBV_QPS_RTS;
 		attr->sq_psn = c->sq_psn;
 		*mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-		if (c->qp_type == CMP_QPT_RC) {
+		/* cm_init_qp_rts_attr: the requester of RC and XRC initiator QPs
+		 * gets retries and read depth; those and an XRC target (which
+		 * only answers) get the local ACK timeout. UC gets neither. */
+		if (c->qp_type == CMP_QPT_RC || c->qp_type == CMP_QPT_XRC_INI) {
 			attr->retry_cnt = c->retry_count;
 			attr->rnr_retry = c->rnr_retry_count;
 			attr->max_rd_atomic = c->initiator_depth;
+			*mask |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+		}
+		if (c->qp_type != CMP_QPT_UC) {
 			attr->timeout = c->av_timeout;
-			*mask |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC |
-				 IBV_QP_TIMEOUT;
+			*mask |= IBV_QP_TIMEOUT;
 		}
 		/* The alternate path loaded at RTR is only used once armed: the
 		 * kernel's cm_init_qp_rts_attr asks for REARM whenever there is one. */

@@ -507,7 +507,8 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 
 		memcpy(&x, b, sizeof(x));
 		if (!chan_ok(cl, x.chan) || !valid_ps(x.ps) ||
-		    (x.qp_type != IBV_QPT_RC && x.qp_type != IBV_QPT_UC && x.qp_type != IBV_QPT_UD)) {
+		    (x.qp_type != IBV_QPT_RC && x.qp_type != IBV_QPT_UC && x.qp_type != IBV_QPT_UD &&
+		     x.qp_type != IBV_QPT_XRC_SEND && x.qp_type != IBV_QPT_XRC_RECV)) {
 			err = EINVAL;
 			break;
 		}

@@ -11,13 +11,20 @@
 #include <ifaddrs.h>
 #include <net/if_arp.h>
 #include <netpacket/packet.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <linux/neighbour.h>
+#include <linux/rtnetlink.h>
 
 #include "lib/cma_int.h"
 #include "lib/cmc.h"
+#include "lib/cma_netlink.h"
 
 #define EPHEMERAL_LO 32768
 #define EPHEMERAL_HI 60999
@@ -301,8 +308,12 @@ static int ipoib_local_gid(const struct sockaddr *a, uint8_t gid[16])
 	return rc;
 }
 
-/* The local port that owns address a, or NULL. */
-static struct cma_port *local_port_of_addr(const struct sockaddr *a, int *gid_index)
+/* The local port that owns address a, or NULL. A loopback address that is
+ * none of ours maps to the first active port only when loopback_ok (a
+ * destination: the kernel's cma_resolve_loopback); a bind to it binds no
+ * port (cma_bind_locked). */
+static struct cma_port *local_port_of_addr(const struct sockaddr *a, int *gid_index,
+					   int loopback_ok)
 {
 	uint8_t gid[16];
 	struct cma_port *p;
@@ -320,7 +331,7 @@ static struct cma_port *local_port_of_addr(const struct sockaddr *a, int *gid_in
 	ip_as_gid(a, gid);
 	if ((p = cma_port_of_gid(gid, gid_index)))
 		return p;
-	if (cma_addr_loopback(a) && (p = first_active_port())) {
+	if (loopback_ok && cma_addr_loopback(a) && (p = first_active_port())) {
 		*gid_index = 0;
 		return p;
 	}
@@ -331,6 +342,7 @@ void cma_set_bound_port(struct cma_id *id, struct cma_port *p)
 {
 	id->port = p;
 	id->id.verbs = p->dev->verbs;
+	id->id.pd = p->dev->pd; /* the device's PD, as librdmacm's ucma_get_device */
 	id->id.port_num = p->port_num;
 }
 
@@ -386,7 +398,7 @@ static int port_conflict(const struct cma_id *id, uint16_t port, int reuse)
 			continue;
 		if (id->afonly && o->afonly && a->sa_family != b->sa_family)
 			continue;
-		if (cma_addr_any(a) || cma_addr_any(b))
+		if (cma_addr_any(a) || id->loop_any || cma_addr_any(b) || o->loop_any)
 			return EADDRNOTAVAIL;
 		if (cma_addr_equal(a, b))
 			return EADDRINUSE;
@@ -428,18 +440,31 @@ int cma_bind_locked(struct cma_id *id, const struct sockaddr *addr)
 {
 	struct sockaddr *src = &id->id.route.addr.src_addr;
 	struct cma_port *p = NULL;
-	int gid_index = 0, e;
+	int gid_index = 0, e, wild;
 	uint16_t port;
 
 	/* As the kernel's cma_get_port: a port below 1024 needs privilege. */
 	port = cma_addr_port(addr);
 	if (port && port < 1024 && !cma_caller_privileged())
 		return cma_fail(EACCES);
+	wild = 0;
 	if (!cma_addr_any(addr)) {
-		p = local_port_of_addr(addr, &gid_index);
-		if (!p)
+		uint8_t gid[16];
+
+		p = local_port_of_addr(addr, &gid_index, 0);
+		/* As the kernel's rdma_bind_addr, whose cma_any_addr() counts a
+		 * loopback address as "any": 127/8 or ::1 binds no device (no
+		 * verbs, no PD) and listens on every device for every
+		 * destination address, like the wildcard — except an address
+		 * the hosts file names (the simulated fabric's node names are
+		 * in 127/8): ours binds its port, another node's is
+		 * EADDRNOTAVAIL. */
+		if (!p && cma_addr_loopback(addr) && cma_hosts_lookup(addr, gid) != 0)
+			wild = 1;
+		else if (!p)
 			return cma_fail(EADDRNOTAVAIL);
 	}
+	id->loop_any = wild;
 	memset(&id->id.route.addr.src_storage, 0, sizeof(id->id.route.addr.src_storage));
 	memcpy(src, addr, (size_t)cma_addr_len(addr));
 	port = cma_addr_port(addr);
@@ -556,7 +581,7 @@ static int dst_gid(const struct sockaddr *dst, struct cma_port *bound, uint8_t g
 	if (cma_hosts_lookup(dst, gid) == 0)
 		return 0;
 	/* One of our own addresses (or loopback): the bound port or the first. */
-	if ((p = local_port_of_addr(dst, &idx))) {
+	if ((p = local_port_of_addr(dst, &idx, 1))) {
 		p = bound ? bound : p;
 		memcpy(gid, p->gids[bound ? 0 : idx].raw, 16);
 		return 0;
@@ -620,6 +645,352 @@ static int roce_sgid_index(struct cma_port *p, const struct sockaddr *src)
 	return idx >= 0 ? idx : 0;
 }
 
+/* ---- the routing table and the neighbour tables (rtnetlink) ------------------------------
+ *
+ * As the kernel's rdma_resolve_addr (drivers/infiniband/core/addr.c): the
+ * route to the destination gives the outgoing interface and the preferred
+ * source address; the RDMA port behind that interface is the one to use
+ * (IPoIB: the port GID in the interface's hardware address; RoCE: the GID
+ * table entry bound to that netdev holding the source address, RoCEv2 then
+ * RoCEv1); the next hop's neighbour entry must be valid, and when it is not,
+ * resolution is triggered (RTM_NEWNEIGH with NTF_USE, the kernel's
+ * neigh_event_send) and awaited on a thread of its own, up to timeout_ms.
+ * docs/api/addressing.md has the order and the differences. */
+
+static const void *ip_bytes(const struct sockaddr *a)
+{
+	if (a->sa_family == AF_INET)
+		return &((const struct sockaddr_in *)a)->sin_addr;
+	return &((const struct sockaddr_in6 *)a)->sin6_addr;
+}
+
+static void ip16_as_gid(int family, const uint8_t ip[16], uint8_t gid[16])
+{
+	memset(gid, 0, 16);
+	if (family == AF_INET) {
+		gid[10] = gid[11] = 0xFF;
+		memcpy(gid + 12, ip, 4);
+	} else {
+		memcpy(gid, ip, 16);
+	}
+}
+
+/* Does any port report the netdevs its GIDs are bound to? Then an
+ * interface without an RDMA port behind it is known to have none. */
+static int ndevs_known(void)
+{
+	for (int d = 0; d < g.ndevs; d++)
+		for (int i = 0; i < g.devs[d].nports; i++) {
+			const struct cma_port *q = &g.devs[d].ports[i];
+			for (int k = 0; q->gid_ndevs && k < q->ngids; k++)
+				if (q->gid_ndevs[k])
+					return 1;
+		}
+	return 0;
+}
+
+/* The RoCE port and GID index bound to interface oif with address ip. */
+static struct cma_port *roce_port_of_ndev(int oif, int family, const uint8_t ip[16], int *gid_index)
+{
+	uint8_t gid[16];
+
+	ip16_as_gid(family, ip, gid);
+	for (int d = 0; d < g.ndevs; d++)
+		for (int i = 0; i < g.devs[d].nports; i++) {
+			struct cma_port *q = &g.devs[d].ports[i];
+			int idx;
+
+			if (!q->attr_read)
+				cma_port_refresh(q, 1);
+			if (!q->roce || !q->gid_types || !q->gid_ndevs)
+				continue;
+			idx = nlr_pick_roce_gid((const uint8_t(*)[16])(const void *)q->gids, q->gid_types,
+						q->gid_ndevs, q->ngids, oif, gid);
+			if (idx < 0) {
+				cma_port_refresh(q, 1); /* a new address: the table may have grown */
+				if (!q->gid_types || !q->gid_ndevs)
+					continue;
+				idx = nlr_pick_roce_gid((const uint8_t(*)[16])(const void *)q->gids,
+							q->gid_types, q->gid_ndevs, q->ngids, oif, gid);
+			}
+			if (idx >= 0 && port_active(q)) {
+				*gid_index = idx;
+				return q;
+			}
+		}
+	return NULL;
+}
+
+enum { IPR_FALLBACK, IPR_OK, IPR_NODEV };
+
+struct ipr {
+	struct nlr_route rt;
+	struct cma_port *port;
+	int gid_index;
+	int ipoib;
+	uint8_t src[16];            /* the source address (explicit, else the route's) */
+};
+
+/* Lock held (dropped around table reads). The route to dst and the port
+ * behind its interface: IPR_OK; IPR_NODEV when the interface is known to
+ * have no RDMA port; IPR_FALLBACK when the routing table does not decide
+ * (no rtnetlink, no route, an own or loopback address, an interface
+ * whose ports report no netdevs). */
+static int ip_route_port(const struct sockaddr *dst, const struct sockaddr *src, struct ipr *o)
+{
+	int fam = dst->sa_family, have_src = !cma_addr_any(src) && src->sa_family == fam;
+	struct nlr_link l;
+	uint8_t gid[16];
+
+	memset(o, 0, sizeof(*o));
+	if (nlr_get_route(fam, ip_bytes(dst), have_src ? ip_bytes(src) : NULL, &o->rt) != 0)
+		return IPR_FALLBACK;
+	if (o->rt.type != RTN_UNICAST || o->rt.oif <= 0)
+		return IPR_FALLBACK; /* local, broadcast, blackhole, ... */
+	if (have_src)
+		memcpy(o->src, ip_bytes(src), fam == AF_INET ? 4 : 16);
+	else if (o->rt.has_prefsrc)
+		memcpy(o->src, o->rt.prefsrc, 16);
+	else
+		return IPR_FALLBACK;
+	if (nlr_get_link(o->rt.oif, &l) != 0 || l.type == ARPHRD_LOOPBACK)
+		return IPR_FALLBACK;
+	if (l.type == ARPHRD_INFINIBAND) {
+		if (nlr_ipoib_gid(l.addr, l.addr_len, gid) < 0)
+			return IPR_NODEV;
+		o->port = cma_port_of_gid(gid, &o->gid_index);
+		o->ipoib = 1;
+		return o->port ? IPR_OK : IPR_NODEV;
+	}
+	o->port = roce_port_of_ndev(o->rt.oif, fam, o->src, &o->gid_index);
+	if (o->port)
+		return IPR_OK;
+	return ndevs_known() ? IPR_NODEV : IPR_FALLBACK;
+}
+
+/* Lock held: the id is resolved through port/gid_index to dgid, its
+ * wildcard source becomes src (when given). ADDR_RESOLVED follows. */
+static void ip_resolved(struct cma_id *id, struct cma_port *p, int gid_index, const uint8_t dgid[16],
+			const uint8_t *src_ip)
+{
+	struct sockaddr *src = &id->id.route.addr.src_addr;
+
+	if (!id->port) {
+		cma_set_bound_port(id, p);
+		set_sgid(id, gid_index);
+	} else if (id->port == p) {
+		set_sgid(id, gid_index);
+	}
+	memcpy(&id->id.route.addr.addr.ibaddr.dgid, dgid, 16);
+	if (src_ip && cma_addr_any(src)) {
+		if (src->sa_family == AF_INET)
+			memcpy(&((struct sockaddr_in *)src)->sin_addr, src_ip, 4);
+		else if (src->sa_family == AF_INET6)
+			memcpy(&((struct sockaddr_in6 *)src)->sin6_addr, src_ip, 16);
+	}
+	id->state = ST_ADDR_RESOLVED;
+}
+
+/* One rdma_resolve_addr waiting for a neighbour; id NULL once it is gone. */
+struct cma_nr_req {
+	struct cma_id *id;
+	struct cma_event *ev;
+	struct ipr r;
+	int family;
+	uint8_t nexthop[16], dst[16];
+	int timeout_ms;
+};
+
+void cma_addr_release(struct cma_id *id)
+{
+	if (id->nr_req)
+		id->nr_req->id = NULL;
+	id->nr_req = NULL;
+}
+
+/* The destination GID once the neighbour is valid: IPoIB, the GID in its
+ * hardware address; RoCE, the destination IP as a GID (RoCEv2). */
+static int neigh_dgid(const struct cma_nr_req *q, const struct nlr_neigh *n, uint8_t dgid[16])
+{
+	if (q->r.ipoib)
+		return nlr_ipoib_gid(n->lladdr, n->lladdr_len, dgid);
+	ip16_as_gid(q->family, q->dst, dgid);
+	return 0;
+}
+
+/* Asks the kernel to resolve the neighbour now: RTM_NEWNEIGH with NTF_USE
+ * (CAP_NET_ADMIN); without the right, a datagram to the discard port makes
+ * the kernel resolve the next hop as for any traffic. */
+static void neigh_trigger(int fd, const struct cma_nr_req *q, uint32_t seq)
+{
+	char req[128];
+	size_t n = nlr_build_neigh_use(req, sizeof(req), seq, q->family, q->r.rt.oif, q->nexthop);
+	struct sockaddr_nl to = { .nl_family = AF_NETLINK };
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int s;
+
+	if (n && geteuid() == 0 && sendto(fd, req, n, 0, (struct sockaddr *)&to, sizeof(to)) >= 0)
+		return; /* the ACK (or error) is read and ignored with the notifications */
+	memset(&ss, 0, sizeof(ss));
+	if (q->family == AF_INET) {
+		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+		a->sin_family = AF_INET;
+		a->sin_port = htons(9);
+		memcpy(&a->sin_addr, q->nexthop, 4);
+		sl = sizeof(*a);
+	} else {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons(9);
+		memcpy(&a->sin6_addr, q->nexthop, 16);
+		a->sin6_scope_id = (uint32_t)q->r.rt.oif;
+		sl = sizeof(*a);
+	}
+	s = socket(q->family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s >= 0) {
+		(void)sendto(s, "", 0, 0, (struct sockaddr *)&ss, sl);
+		close(s);
+	}
+}
+
+static void *nr_thread(void *arg)
+{
+	struct cma_nr_req *q = arg;
+	struct nlr_neigh n;
+	uint8_t dgid[16];
+	uint64_t deadline = (uint64_t)cma_now() + (uint64_t)q->timeout_ms * 1000000ull, next_trigger = 0;
+	int fd = nlr_open(RTMGRP_NEIGH), status = -ETIMEDOUT, e;
+	uint32_t seq = (uint32_t)getpid() ^ (uint32_t)(uintptr_t)q;
+
+	memset(&n, 0, sizeof(n));
+	while (fd >= 0) {
+		uint64_t now = (uint64_t)cma_now();
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		char buf[8192];
+
+		e = nlr_get_neigh(q->family, q->r.rt.oif, q->nexthop, &n);
+		if (e == 0 && nlr_neigh_valid(n.state)) {
+			status = neigh_dgid(q, &n, dgid) == 0 ? 0 : -EHOSTUNREACH;
+			break;
+		}
+		if (now >= deadline)
+			break;
+		/* no entry, INCOMPLETE, or FAILED: (again) ask, as the kernel
+		 * keeps asking until its request times out */
+		if (now >= next_trigger && (e != 0 || !(n.state & NUD_INCOMPLETE))) {
+			neigh_trigger(fd, q, ++seq);
+			next_trigger = now + 1000000000ull;
+		}
+		/* a notification (or 100 ms) and look again */
+		uint64_t left = (deadline - now) / 1000000ull + 1;
+		if (poll(&pfd, 1, left < 100 ? (int)left : 100) > 0)
+			while (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+				;
+	}
+	if (fd < 0)
+		status = -EHOSTUNREACH;
+	else
+		close(fd);
+	pthread_mutex_lock(&g.lock);
+	struct cma_id *id = q->id;
+	if (id && id->state == ST_BOUND) {
+		id->nr_req = NULL;
+		if (!status)
+			ip_resolved(id, q->r.port, q->r.gid_index, dgid, q->r.src);
+		cma_event_queue(cma_event_use(&q->ev, id,
+					      status ? RDMA_CM_EVENT_ADDR_ERROR
+						     : RDMA_CM_EVENT_ADDR_RESOLVED,
+					      status));
+	} else if (id) {
+		id->nr_req = NULL; /* moved on meanwhile: nothing to answer */
+	}
+	cma_unlock();
+	free(q->ev);
+	free(q);
+	return NULL;
+}
+
+/* Lock held. Resolves id to dst through the routing table: 0 and *done
+ * (the event queued, or a thread started that queues it), 0 and !*done
+ * (the routing table does not decide: the caller goes on as before), or
+ * -1 with errno. */
+static int ip_resolve(struct cma_id *id, const struct sockaddr *dst, int timeout_ms, int *done)
+{
+	struct sockaddr *src = &id->id.route.addr.src_addr;
+	struct cma_nr_req *q;
+	struct nlr_neigh n;
+	uint8_t dgid[16];
+	struct ipr r;
+	int rc, status = 0;
+	struct cma_event *e;
+
+	*done = 0;
+	rc = ip_route_port(dst, src, &r);
+	if (id->state != ST_BOUND || id->nr_req)
+		return errno = EINVAL, -1; /* the lock was dropped: something else came first */
+	if (rc == IPR_FALLBACK)
+		return 0;
+	*done = 1;
+	if (rc == IPR_NODEV) {
+		status = -ENODEV;
+	} else {
+		const uint8_t *nh = r.rt.has_gw ? r.rt.gw : (const uint8_t *)ip_bytes(dst);
+		uint8_t nh16[16] = { 0 };
+
+		memcpy(nh16, nh, dst->sa_family == AF_INET ? 4 : 16);
+		rc = nlr_get_neigh(dst->sa_family, r.rt.oif, nh16, &n);
+		if (rc == 0 && nlr_neigh_valid(n.state)) {
+			struct cma_nr_req tmp = { .r = r, .family = dst->sa_family };
+
+			memcpy(tmp.dst, ip_bytes(dst), dst->sa_family == AF_INET ? 4 : 16);
+			if (neigh_dgid(&tmp, &n, dgid) == 0)
+				ip_resolved(id, r.port, r.gid_index, dgid, r.src);
+			else
+				status = -EHOSTUNREACH;
+		} else {
+			sigset_t all, old;
+			pthread_t t;
+
+			q = calloc(1, sizeof(*q));
+			if (!q || !(q->ev = cma_event_alloc(0))) {
+				free(q);
+				return errno = ENOMEM, -1;
+			}
+			q->id = id;
+			q->r = r;
+			q->family = dst->sa_family;
+			memcpy(q->nexthop, nh16, 16);
+			memcpy(q->dst, ip_bytes(dst), dst->sa_family == AF_INET ? 4 : 16);
+			q->timeout_ms = timeout_ms > 0 ? timeout_ms : 2000;
+			if (!id->port) {
+				/* held from now on: a second resolve is refused */
+				cma_set_bound_port(id, r.port);
+				set_sgid(id, r.gid_index);
+			}
+			id->nr_req = q;
+			sigfillset(&all);
+			pthread_sigmask(SIG_SETMASK, &all, &old);
+			rc = pthread_create(&t, NULL, nr_thread, q);
+			pthread_sigmask(SIG_SETMASK, &old, NULL);
+			if (rc) {
+				id->nr_req = NULL;
+				free(q->ev);
+				free(q);
+				return errno = rc, -1;
+			}
+			pthread_detach(t);
+			return 0;
+		}
+	}
+	e = cma_event_heap(id, status ? RDMA_CM_EVENT_ADDR_ERROR : RDMA_CM_EVENT_ADDR_RESOLVED, status,
+			   0);
+	if (!e)
+		return errno = ENOMEM, -1;
+	cma_event_queue(e);
+	return 0;
+}
+
 CMA_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id, struct sockaddr *src_addr,
 				 struct sockaddr *dst_addr, int timeout_ms)
 {
@@ -632,7 +1003,6 @@ CMA_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id, struct sockaddr *src_
 	int gid_index = 0, status = 0;
 	struct cma_port *p;
 
-	(void)timeout_ms; /* resolution is local and immediate */
 	if (!id || !dst_addr)
 		return cma_fail(EINVAL);
 	if (!family_ok(dst_addr->sa_family) || (src_addr && !family_ok(src_addr->sa_family)))
@@ -651,11 +1021,29 @@ CMA_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id, struct sockaddr *src_
 			cma_unlock();
 			return cma_fail(err);
 		}
-	} else if (id->state != ST_BOUND) {
+	} else if (id->state != ST_BOUND || id->nr_req) {
 		cma_unlock();
 		return cma_fail(EINVAL);
 	}
 	src = &id->id.route.addr.src_addr;
+	/* Not in the hosts file (the first source, as librdmacm's ibacm
+	 * provider), not multicast: the routing table decides when it can. */
+	if ((dst_addr->sa_family == AF_INET || dst_addr->sa_family == AF_INET6) &&
+	    !cma_addr_is_mc(dst_addr) && cma_hosts_lookup(dst_addr, dgid) < 0) {
+		int done = 0;
+
+		memset(&id->id.route.addr.dst_storage, 0, sizeof(id->id.route.addr.dst_storage));
+		memcpy(&id->id.route.addr.dst_addr, dst_addr, (size_t)cma_addr_len(dst_addr));
+		if (ip_resolve(id, dst_addr, timeout_ms, &done) < 0) {
+			int err = errno;
+			cma_unlock();
+			return cma_fail(err);
+		}
+		if (done) {
+			cma_unlock();
+			return cma_sync_wait(id);
+		}
+	}
 	memset(&id->id.route.addr.dst_storage, 0, sizeof(id->id.route.addr.dst_storage));
 	memcpy(&id->id.route.addr.dst_addr, dst_addr, (size_t)cma_addr_len(dst_addr));
 

@@ -145,6 +145,7 @@ void cma_id_free_locked(struct cma_id *id)
 	if (id->sync)
 		cma_chan_free(id->chan);
 	cma_addrinfo_release(id);
+	cma_addr_release(id);
 	cma_event_rsv_free(id);
 	free(id->ep_qp_attr);
 	free(id);
@@ -494,7 +495,7 @@ CMA_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *cm_id, struct ibv_srq_init_
 
 	if (!id || !attr)
 		return cma_fail(EINVAL);
-	return cma_srq_create(&id->id, attr, &qp_ops); /* without g.lock: system calls */
+	return cma_srq_create(&id->id, attr, &qp_ops, &id->own); /* without g.lock: system calls */
 }
 
 CMA_EXPORT int rdma_create_srq(struct rdma_cm_id *cm_id, struct ibv_pd *pd,
@@ -509,7 +510,8 @@ CMA_EXPORT int rdma_create_srq(struct rdma_cm_id *cm_id, struct ibv_pd *pd,
 	ax.srq_context = attr->srq_context;
 	ax.attr = attr->attr;
 	ax.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | (pd ? IBV_SRQ_INIT_ATTR_PD : 0);
-	ax.srq_type = IBV_SRQT_BASIC;
+	/* an XRC target id's SRQ is an XRC SRQ (librdmacm) */
+	ax.srq_type = cm_id->qp_type == IBV_QPT_XRC_RECV ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
 	ax.pd = pd;
 	rc = rdma_create_srq_ex(cm_id, &ax);
 	if (!rc)
@@ -529,6 +531,10 @@ CMA_EXPORT void rdma_destroy_srq(struct rdma_cm_id *cm_id)
 	cma_unlock();
 	if (srq)
 		ibv_destroy_srq(srq);
+	if (cma_remote())
+		cmc_srq_destroyed(cm_id);
+	else
+		cma_srq_destroyed(cm_id, &cma_id_of(cm_id)->own);
 }
 
 /* ---- connecting ------------------------------------------------------------------------------ */
@@ -611,6 +617,8 @@ CMA_EXPORT int rdma_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *pa
 	req.service_id = cma_service_id(id, &id->id.route.addr.dst_addr);
 	req.qpn = id->id.qp ? id->id.qp->qp_num : param->qp_num;
 	req.qp_type = (id->id.qp ? id->id.qp->qp_type == IBV_QPT_UC : id->qp_uc) ? CMP_QPT_UC : CMP_QPT_RC;
+	if (id->id.qp ? id->id.qp->qp_type == IBV_QPT_XRC_SEND : id->id.qp_type == IBV_QPT_XRC_SEND)
+		req.qp_type = CMP_QPT_XRC_INI;
 	req.starting_psn = id->psn;
 	req.responder_resources = id->resp_res;
 	req.initiator_depth = id->init_depth;
@@ -728,7 +736,7 @@ CMA_EXPORT int rdma_listen(struct rdma_cm_id *cm_id, int backlog)
 			return cma_fail(e);
 		}
 	}
-	if (id->state != ST_BOUND) {
+	if (id->state != ST_BOUND || id->nr_req) { /* nr_req: the kernel's ADDR_QUERY */
 		cma_unlock();
 		return cma_fail(EINVAL);
 	}
@@ -1207,7 +1215,7 @@ static struct cma_id *pick_listener(struct cma_svc *s, int hdr, const struct soc
 			continue;
 		if (cma_addr_equal(la, (const struct sockaddr *)ours))
 			return l;
-		if (cma_addr_any(la) && !wild &&
+		if ((cma_addr_any(la) || l->loop_any) && !wild &&
 		    (la->sa_family == ours->ss_family ||
 		     (la->sa_family == AF_INET6 && ours->ss_family == AF_INET && !l->afonly)))
 			wild = l;

@@ -98,6 +98,10 @@ static int open_devices(void)
 			ibv_close_device(d->verbs);
 			continue;
 		}
+		/* As librdmacm: one PD per device, shared by every id on it
+		 * and handed out as id->pd (programs such as UCX create their
+		 * QPs on it); a failure here is retried by cma_dev_pd. */
+		d->pd = ibv_alloc_pd(d->verbs);
 		snprintf(d->name, sizeof(d->name), "%s", ibv_get_device_name(list[i]));
 		d->guid = be64toh(ibv_get_device_guid(list[i]));
 		d->nports = d->attr.phys_port_cnt;

@@ -67,13 +67,16 @@ void cma_qp_attr_ex(const struct ibv_qp_init_attr *a, struct ibv_pd *pd,
 		    struct ibv_qp_init_attr_ex *ax);
 void cma_qp_attr_back(const struct ibv_qp_init_attr_ex *ax, struct ibv_qp_init_attr *a);
 int cma_srq_create(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *attr,
-		   const struct cma_qp_ops *ops);
+		   const struct cma_qp_ops *ops, struct cma_qp_own *own);
+/* After rdma_destroy_srq: an XRC target id's receive CQ (the SRQ's) goes. */
+void cma_srq_destroyed(struct rdma_cm_id *id, struct cma_qp_own *own);
 
 struct cma_dev;
 struct cma_id;
 struct cma_mc;
 struct cma_mcg;
 struct cma_ai_req;
+struct cma_nr_req;
 
 /* One (device, port) and, once needed, its CM agent: a umad port, an
  * engine and an SA client. */
@@ -85,6 +88,8 @@ struct cma_port {
 	int roce;
 	union ibv_gid *gids;
 	int ngids;
+	unsigned *gid_types;        /* IBV_GID_TYPE_* per entry (ibv_query_gid_table) */
+	unsigned *gid_ndevs;        /* the netdev each entry is bound to (0: none / unknown) */
 	uint16_t *pkeys;            /* host order */
 	int npkeys;
 	/* CM agent, opened lazily by cma_port_open() */
@@ -120,7 +125,9 @@ struct cma_event {
 	struct cma_mc *mc;          /* MULTICAST_JOIN / _ERROR: the join (counted too) */
 	struct cma_chan *chan;
 	uint8_t pdata_cap;          /* bytes pdata holds: 0 or CMP_CM_DATA_SIZE */
-	uint8_t pdata[];            /* private data (cma_event_mem.c) */
+	/* private data (cma_event_mem.c), 8-aligned as librdmacm's: programs
+	 * read words from it in place (rdma_xclient: the SRQ number) */
+	uint8_t pdata[] __attribute__((aligned(8)));
 };
 
 struct cma_chan {
@@ -224,6 +231,7 @@ struct cma_id {
 	int tos_set;
 	int reuseaddr;
 	int afonly;
+	int loop_any;               /* bound to a loopback address: the wildcard's meaning (kernel cma_any_addr) */
 	uint8_t ack_timeout;
 	int ack_timeout_set;
 	/* route */
@@ -258,6 +266,8 @@ struct cma_id {
 	struct ibv_qp_init_attr *ep_qp_attr;
 	/* rdma_resolve_addrinfo: the request in flight, the last answer */
 	struct cma_ai_req *ai_req;
+	/* rdma_resolve_addr waiting for the next hop's neighbour entry */
+	struct cma_nr_req *nr_req;
 	struct rdma_addrinfo *ai;
 	/* events handed out (rdma_get_cm_event) and not yet acked */
 	unsigned events_out;
@@ -527,6 +537,8 @@ struct cma_event *cma_req_event(struct cma_id *nid, const struct cma_req_in *r,
 /* ---- cma_misc.c ------------------------------------------------------------- */
 /* The id goes away: forget its rdma_resolve_addrinfo request and answer. */
 void cma_addrinfo_release(struct cma_id *id);
+/* cma_addr.c: an rdma_resolve_addr waiting for a neighbour answers no more */
+void cma_addr_release(struct cma_id *id);
 /* A deep copy of an rdma_addrinfo list: 0, or -1/errno. */
 int cma_addrinfo_copy(const struct rdma_addrinfo *a, struct rdma_addrinfo **out);
 

@@ -63,6 +63,42 @@ CMA_EXPORT void rdma_freeaddrinfo(struct rdma_addrinfo *res)
 	}
 }
 
+/*
+ * No node and no service: librdmacm answers with the hints themselves —
+ * flags, family, QP type and port space as given, the destination and
+ * source addresses copied (either, both or none); nothing is resolved.
+ * libfabric's verbs provider and others build their answer this way from
+ * addresses they already hold.
+ */
+static int gai_from_hints(const struct rdma_addrinfo *hints, struct rdma_addrinfo **res)
+{
+	struct rdma_addrinfo *rai = calloc(1, sizeof(*rai));
+
+	if (!rai)
+		return cma_fail(ENOMEM);
+	rai->ai_flags = hints->ai_flags;
+	rai->ai_family = hints->ai_family;
+	rai->ai_qp_type = hints->ai_qp_type;
+	rai->ai_port_space = hints->ai_port_space;
+	if (hints->ai_dst_addr && hints->ai_dst_len) {
+		rai->ai_dst_addr = dup_addr(hints->ai_dst_addr, hints->ai_dst_len);
+		if (!rai->ai_dst_addr)
+			goto nomem;
+		rai->ai_dst_len = hints->ai_dst_len;
+	}
+	if (hints->ai_src_addr && hints->ai_src_len) {
+		rai->ai_src_addr = dup_addr(hints->ai_src_addr, hints->ai_src_len);
+		if (!rai->ai_src_addr)
+			goto nomem;
+		rai->ai_src_len = hints->ai_src_len;
+	}
+	*res = rai;
+	return 0;
+nomem:
+	rdma_freeaddrinfo(rai);
+	return cma_fail(ENOMEM);
+}
+
 CMA_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
 				const struct rdma_addrinfo *hints, struct rdma_addrinfo **res)
 {
@@ -70,8 +106,10 @@ CMA_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
 	struct addrinfo ah, *ai = NULL;
 	int flags = hints ? hints->ai_flags : 0, rc;
 
-	if (!res || (!node && !service))
+	if (!res || (!node && !service && !hints))
 		return cma_fail(EINVAL);
+	if (!node && !service)
+		return gai_from_hints(hints, res);
 	if (hints && hints->ai_family == AF_IB)
 		return cma_fail(EAFNOSUPPORT); /* AF_IB name resolution: not in this phase */
 	memset(&ah, 0, sizeof(ah));

@@ -28,6 +28,7 @@ struct port_snap {
 	struct ibv_port_attr attr;
 	union ibv_gid *gids;        /* NULL: tables not read */
 	int ngids;
+	unsigned *gid_types, *gid_ndevs;
 	uint16_t *pkeys;
 	int npkeys;
 };
@@ -58,6 +59,27 @@ static int port_query(struct ibv_context *v, uint8_t port_num, int tables, struc
 	for (int i = 0; i < s->ngids; i++)
 		if (ibv_query_gid(v, port_num, i, &s->gids[i]))
 			memset(&s->gids[i], 0, sizeof(s->gids[i]));
+	/* The entries' types and netdevs (RoCE source GID selection): one
+	 * ibv_query_gid_table for every port of the device; a libibverbs
+	 * without it leaves them unknown (0). */
+	s->gid_types = calloc((size_t)s->ngids, sizeof(unsigned));
+	s->gid_ndevs = calloc((size_t)s->ngids, sizeof(unsigned));
+	if (s->gid_types && s->gid_ndevs) {
+		struct ibv_device_attr da;
+		size_t max = MAX_GIDS;
+		struct ibv_gid_entry *t;
+
+		if (!ibv_query_device(v, &da) && da.phys_port_cnt > 0)
+			max = (size_t)MAX_GIDS * da.phys_port_cnt;
+		t = calloc(max, sizeof(*t));
+		ssize_t n = t ? ibv_query_gid_table(v, t, max, 0) : -1;
+		for (ssize_t i = 0; i < n; i++)
+			if (t[i].port_num == port_num && t[i].gid_index < (uint32_t)s->ngids) {
+				s->gid_types[t[i].gid_index] = t[i].gid_type;
+				s->gid_ndevs[t[i].gid_index] = t[i].ndev_ifindex;
+			}
+		free(t);
+	}
 	for (int i = 0; i < s->npkeys; i++) {
 		__be16 k;
 
@@ -81,8 +103,14 @@ static void port_install(struct cma_port *p, struct port_snap *s)
 	if (s->gids) {
 		free(p->gids);
 		free(p->pkeys);
+		free(p->gid_types);
+		free(p->gid_ndevs);
 		p->gids = s->gids;
 		p->ngids = s->ngids;
+		p->gid_types = s->gid_types;
+		p->gid_ndevs = s->gid_ndevs;
+		s->gid_types = NULL;
+		s->gid_ndevs = NULL;
 		p->pkeys = s->pkeys;
 		p->npkeys = s->npkeys;
 		s->gids = NULL;
@@ -117,4 +145,6 @@ void cma_port_refresh(struct cma_port *p, int tables)
 		port_install(p, &s);
 	free(s.gids);
 	free(s.pkeys);
+	free(s.gid_types);
+	free(s.gid_ndevs);
 }

@@ -22,6 +22,7 @@ int cmc_create_qp_ex(struct rdma_cm_id *cm_id, struct ibv_qp_init_attr_ex *attr)
 int cmc_create_qp(struct rdma_cm_id *cm_id, struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr);
 void cmc_destroy_qp(struct rdma_cm_id *cm_id);
 int cmc_create_srq_ex(struct rdma_cm_id *cm_id, struct ibv_srq_init_attr_ex *attr);
+void cmc_srq_destroyed(struct rdma_cm_id *cm_id); /* rdma_destroy_srq done */
 int cmc_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *param);
 int cmc_establish(struct rdma_cm_id *cm_id);
 int cmc_listen(struct rdma_cm_id *cm_id, int backlog);

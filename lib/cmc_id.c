@@ -95,7 +95,14 @@ unsigned cmc_live_ids(void)
 
 struct ibv_context *cmc_verbs_of(const struct usp_snap *s)
 {
-	struct ibv_context *v = NULL;
+	struct cma_dev *d = cmc_dev_of(s);
+
+	return d ? d->verbs : NULL;
+}
+
+struct cma_dev *cmc_dev_of(const struct usp_snap *s)
+{
+	struct cma_dev *v = NULL;
 
 	if (!s->has_dev)
 		return NULL;
@@ -104,7 +111,7 @@ struct ibv_context *cmc_verbs_of(const struct usp_snap *s)
 		for (int i = 0; i < g.ndevs; i++)
 			if (htobe64(g.devs[i].guid) == s->dev_guid &&
 			    strncmp(g.devs[i].name, s->dev_name, sizeof(s->dev_name)) == 0) {
-				v = g.devs[i].verbs;
+				v = &g.devs[i];
 				break;
 			}
 	}
@@ -124,8 +131,14 @@ void cmc_apply_snap(struct cmc_id *id, const struct usp_snap *s)
 		id->id.route.num_paths = 0;
 	}
 	id->id.port_num = s->port_num;
-	if (s->has_dev && !id->id.verbs)
-		id->id.verbs = cmc_verbs_of(s);
+	if (s->has_dev && !id->id.verbs) {
+		struct cma_dev *d = cmc_dev_of(s);
+
+		if (d) {
+			id->id.verbs = d->verbs;
+			id->id.pd = cma_dev_pd(d); /* the device's PD, as librdmacm */
+		}
+	}
 }
 
 /* ---- channels ------------------------------------------------------------------------- */

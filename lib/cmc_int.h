@@ -72,7 +72,7 @@ struct cmc_id {
 struct cmc_event {
 	struct rdma_cm_event ev;        /* first */
 	struct cmc_id *owner;           /* counted in its events_out */
-	uint8_t pdata[USP_PDATA_MAX];
+	uint8_t pdata[USP_PDATA_MAX] __attribute__((aligned(8))); /* as cma_event's */
 };
 
 struct cmc_global {
@@ -106,6 +106,7 @@ int cmc_gen_live(unsigned gen);
 struct cmc_id *cmc_id_find(uint32_t handle);    /* lock held */
 void cmc_apply_snap(struct cmc_id *id, const struct usp_snap *s);
 struct ibv_context *cmc_verbs_of(const struct usp_snap *s);
+struct cma_dev *cmc_dev_of(const struct usp_snap *s);
 struct cmc_chan *cmc_chan_new(int sync);
 /* rdma_create_id with the QP type given (rdma_create_ep's addrinfo may ask
  * for UD in the IB port space) */

@@ -155,5 +155,10 @@ int cmc_create_srq_ex(struct rdma_cm_id *cm_id, struct ibv_srq_init_attr_ex *att
 {
 	if (!cm_id || !attr)
 		return cma_fail(EINVAL);
-	return cma_srq_create(cm_id, attr, &qp_ops);
+	return cma_srq_create(cm_id, attr, &qp_ops, &cmc_id_of(cm_id)->own);
+}
+
+void cmc_srq_destroyed(struct rdma_cm_id *cm_id)
+{
+	cma_srq_destroyed(cm_id, &cmc_id_of(cm_id)->own);
 }

@@ -11,7 +11,9 @@
 # disconnect) on the same fabric, printing both sides' event flows with
 # timings; then decodes what crossed the fabric (both connections): the SA
 # PathRecord queries and the CM handshakes and teardowns, with uscm-decode
-# and with tshark.
+# and with tshark; last, tshark with uscm's plugin (uscm_cm.lua) on a second
+# fabric's capture holding an MRA and a SIDR exchange
+# (scripts/sim-cm-capture.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=build
@@ -99,4 +101,23 @@ if command -v tshark >/dev/null; then
 	echo
 	echo "== tshark, the independent decoder, on the same capture (MADs only)"
 	tshark -r "$pcap" -Y 'infiniband.mad' 2>/dev/null || true
+fi
+
+echo
+echo "== uscm's Wireshark plugin ($B/tools/wireshark/uscm_cm.lua, generated from cm_proto's tables;"
+echo "   docs/capture.md): tshark's view of an MRA and a SIDR exchange, which the traffic above has"
+echo "   none of: a fresh fabric's wire with udaddy (SIDR) and a server slow to accept (MRA)"
+if command -v tshark >/dev/null; then
+	# a fabric of its own: nothing of the one above in the environment
+	env -u USCM_SIM_DIR -u USCM_HOSTS -u USCM_SOCKET -u LD_LIBRARY_PATH USCM_BUILD="$B" \
+		scripts/sim-cm-capture.sh "$dir/cm.pcap" ib
+	lua="-X lua_script:$B/tools/wireshark/uscm_cm.lua"
+	tshark -r "$dir/cm.pcap" $lua -Y 'uscm_cm' 2>/dev/null
+	echo "-- the MRA and the SIDR exchange, every field (tshark -V -O uscm_cm; reserved rows left out)"
+	tshark -r "$dir/cm.pcap" $lua -Y 'uscm_cm.mra || uscm_cm.sidr_req || uscm_cm.sidr_rep' \
+		-V -O uscm_cm 2>/dev/null | grep -v -e '^Frame ' -e '^Ethernet' -e '^Internet' \
+		-e '^User Datagram' -e '^InfiniBand' -e '^Extensible Record' -e '= reserved: 0$' -e ' reserved: 0$' \
+		-e ' reserved: 0x0*$'
+else
+	echo "(tshark not installed: scripts/install-deps.sh)"
 fi

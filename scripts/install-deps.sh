@@ -13,6 +13,14 @@ PKGS=(
   chromium                      # renders uscm-decode's ladder SVG in a test (headless)
   valgrind                      # leak check of an unmodified client (fault matrix)
   groff-base man-db mandoc      # man pages render without warnings (tests/test_install.c)
+  libfabric-bin                 # fi_info / fi_pingpong on the sim (tests/lib/test_lib_apps_fabric.c)
+  iproute2                      # `ip` for uscm-sim --netns (a node interface libfabric and UCX look for)
+  python3-pyverbs               # pyverbs CMID client/server (tests/lib/test_lib_apps_pyverbs.c)
+  ucx-utils libucx-dev          # ucx_info / ucx_perftest / a UCP client-server (tests/lib/test_lib_apps_ucx.c)
+  perftest qperf                # unmodified verbs benchmarks over rdma_cm on sim/ (test_lib_apps_perftest)
+  opensm                        # Debian's subnet manager as the sim's SM/SA: uscm-sim --sm opensm (tests/lib/test_lib_opensm.c)
+                                # perftest, libfabric, UCX and pyverbs also check that programs linking
+                                # libmlx5/libefa load over sim/'s libibverbs (test_sim_verbs_private)
 )
 
 missing=()

@@ -20,8 +20,13 @@
  * SMA: on IB it is also every node's subnet management agent (what each HCA
  * would be): it binds node i's QP0 port for every i, and answers SubnGet of
  * NodeInfo, NodeDescription, PortInfo, P_KeyTable, GUIDInfo and (node 0)
- * SMInfo, LID-routed or directed route with hop count 0, from node i's
- * address, through the fabric.
+ * SMInfo, LID-routed or directed route with hop count 0 (1 to the cabled
+ * neighbour under OpenSM), from node i's address, through the fabric.
+ *
+ * External SM (`uscm-sim up --sm opensm`): no sweeps and no SA here; this
+ * process starts Debian's opensm on node1's port (start_opensm) and its SMA
+ * takes SubnSet of PortInfo (LID, SM LID, LMC, port state transitions) and
+ * P_KeyTable from it.
  *
  * MAD encoding is done here by byte offsets (IBTA Vol1 13.4, 13.6, 14.2,
  * 15.2); only the constants come from <infiniband/umad_*.h>.
@@ -42,7 +47,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -973,6 +980,13 @@ static void sa_mcmember(const struct req *r)
 #define CAP_MASK_CA 0x2651e848u /* the umad drop-in's capability mask */
 #define CAP_MASK_IS_SM 0x2u
 
+/* The node whose port hosts the SM (IsSM in its capability mask): node 0
+ * for the built-in SM, the external SM's node otherwise. */
+static int sm_port_node(void)
+{
+	return g_f->st->sm_kind == SIMF_SM_OPENSM ? g_f->st->sm_node : 0;
+}
+
 /* NodeInfo, 40 bytes. */
 static void put_node_info(uint8_t *p, const struct simf_node *nd)
 {
@@ -1005,7 +1019,7 @@ static void put_port_info(uint8_t *pi, const struct simf_node *nd, int idx)
 	pi[8] = 0xfe; pi[9] = 0x80;                   /* GidPrefix fe80:: */
 	p16(pi + 16, nd->lid);
 	p16(pi + 18, nd->sm_lid);
-	p32(pi + 20, CAP_MASK_CA | (idx == 0 ? CAP_MASK_IS_SM : 0));
+	p32(pi + 20, CAP_MASK_CA | (idx == sm_port_node() ? CAP_MASK_IS_SM : 0));
 	pi[28] = 1;                                   /* LocalPortNum */
 	pi[29] = 3; pi[30] = 3; pi[31] = 2;           /* LinkWidth enabled/supported 1X|4X, active 4X */
 	pi[32] = (uint8_t)(7 << 4 | (nd->port_state & 0xF)); /* LinkSpeedSupported, PortState */
@@ -1255,6 +1269,31 @@ static const char *smp_attr_name(uint16_t attr)
 	}
 }
 
+/* PortInfo as an SMA keeps it: what the node table holds (LID, SM LID,
+ * LMC, port state, link) is read from there; the other fields an SM may set
+ * (M_Key, GID prefix, enabled widths and speeds, NeighborMTU, VLs, timers,
+ * SubnetTimeOut...) are kept per node here, so that a SubnGet returns what
+ * the last SubnSet wrote, as on hardware. */
+static uint8_t g_pi[SIMF_MAX_NODES][SMP_DATA_LEN];
+static uint8_t g_pi_init[SIMF_MAX_NODES];
+
+static void sma_port_info(int n, const struct simf_node *nd, uint8_t *d)
+{
+	uint8_t cur[SMP_DATA_LEN];
+
+	put_port_info(cur, nd, n);
+	if (!g_pi_init[n]) {
+		memcpy(g_pi[n], cur, SMP_DATA_LEN);
+		g_pi_init[n] = 1;
+	}
+	memcpy(d, g_pi[n], SMP_DATA_LEN);
+	memcpy(d + 16, cur + 16, 8);               /* LID, MasterSMLID, CapabilityMask */
+	d[32] = cur[32];                           /* LinkSpeedSupported, PortState */
+	d[33] = (uint8_t)((cur[33] & 0xF0) | (d[33] & 0x0F)); /* PortPhysicalState */
+	d[34] = (uint8_t)((d[34] & 0xC0) | (cur[34] & 7));   /* M_KeyProtectBits, LMC */
+	d[51] &= 0x7F;                             /* ClientReregister reads as 0 */
+}
+
 /* The data of a SubnGet(attr, mod) on node n into d (64 bytes, zeroed):
  * 0 or a MAD status. */
 static uint16_t sma_get(int n, uint16_t attr, uint32_t mod, uint8_t *d)
@@ -1282,7 +1321,7 @@ static uint16_t sma_get(int n, uint16_t attr, uint32_t mod, uint8_t *d)
 		 * bit 31 (SMSupportsExtendedSpeeds) and the rest are ignored */
 		if ((mod & 0xFF) > 1)
 			return SMP_STATUS_BAD_VALUE;
-		put_port_info(d, &nd, n);
+		sma_port_info(n, &nd, d);
 		return 0;
 	case SMP_ATTR_PKEY_TABLE:
 		/* modifier bits 15:0: block of 32 entries (31:16, a switch port,
@@ -1293,8 +1332,10 @@ static uint16_t sma_get(int n, uint16_t attr, uint32_t mod, uint8_t *d)
 			p16(d + 2 * i, nd.pkeys[i]);
 		return 0;
 	case SMP_ATTR_SM_INFO:
-		if (n != 0)
-			return SMP_STATUS_UNSUPPORTED; /* no SM on that node */
+		/* the built-in SM's SMInfo; an external SM's port answers
+		 * through the SM itself, not the SMA */
+		if (n != 0 || g_f->st->sm_kind != SIMF_SM_BUILTIN)
+			return SMP_STATUS_UNSUPPORTED;
 		p64(d, nd.guid);
 		p64(d + 8, 0);                         /* SM_Key */
 		p32(d + 16, __atomic_load_n(&g_sm_activity, __ATOMIC_RELAXED));
@@ -1303,6 +1344,146 @@ static uint16_t sma_get(int n, uint16_t attr, uint32_t mod, uint8_t *d)
 	default:
 		return SMP_STATUS_UNSUPPORTED;
 	}
+}
+
+/* Copies the bits of mask from src to dst. */
+static void put_bits(uint8_t *dst, const uint8_t *src, unsigned off, uint8_t mask)
+{
+	dst[off] = (uint8_t)((dst[off] & ~mask) | (src[off] & mask));
+}
+
+/* SubnSet(PortInfo) on node n (IBTA Vol1 14.2.5.6): the writable fields of
+ * q; the port state moves as 14.2.5 allows (Down: the link retrains, so the
+ * port comes back in Init; Init -> Armed -> Active; anything else is an
+ * invalid value and changes nothing). 0 or a MAD status. */
+static uint16_t sma_set_port_info(int n, uint32_t mod, const uint8_t *q)
+{
+	struct simf_state *st = g_f->st;
+	struct simf_node *nd = &st->nodes[n];
+	uint8_t *w = g_pi[n], want = q[32] & 0xF;
+	uint16_t lid = g16(q + 16), smlid = g16(q + 18);
+	uint8_t cur, next;
+
+	if ((mod & 0xFF) > 1)
+		return SMP_STATUS_BAD_VALUE;
+	if (!g_pi_init[n]) {
+		uint8_t tmp[SMP_DATA_LEN];
+		struct simf_node copy;
+
+		simf_lock(g_f);
+		copy = *nd;
+		simf_unlock(g_f);
+		sma_port_info(n, &copy, tmp);
+	}
+	/* LIDs: unicast only; 0 (not yet assigned) is allowed */
+	if (lid >= 0xC000 || smlid >= 0xC000)
+		return SMP_STATUS_BAD_VALUE;
+	simf_lock(g_f);
+	cur = nd->port_state;
+	next = cur;
+	switch (want) {
+	case 0: /* no state change */
+		break;
+	case SIMF_PORT_DOWN:
+		next = nd->link_up ? SIMF_PORT_INIT : SIMF_PORT_DOWN;
+		break;
+	case SIMF_PORT_ARMED:
+		next = cur == SIMF_PORT_INIT || cur == SIMF_PORT_ARMED ? SIMF_PORT_ARMED : 0;
+		break;
+	case SIMF_PORT_ACTIVE:
+		next = cur == SIMF_PORT_ARMED || cur == SIMF_PORT_ACTIVE ? SIMF_PORT_ACTIVE : 0;
+		break;
+	default: /* Init cannot be set; 5..15 are reserved */
+		next = 0;
+	}
+	if (!next) {
+		simf_unlock(g_f);
+		logf_("SMA of %s: PortInfo Set: port state %u -> %u is not a valid transition", nd->name, cur,
+		      want);
+		return SMP_STATUS_BAD_VALUE;
+	}
+	if (lid && lid != nd->lid) {
+		if (st->lft[lid] && st->lft[lid] != (uint8_t)(n + 1)) {
+			simf_unlock(g_f);
+			logf_("SMA of %s: PortInfo Set: LID %u is node%d's", nd->name, lid, st->lft[lid] - 1);
+			return SMP_STATUS_BAD_VALUE;
+		}
+		if (nd->lid && st->lft[nd->lid] == (uint8_t)(n + 1))
+			st->lft[nd->lid] = 0;
+		st->lft[lid] = (uint8_t)(n + 1);
+		nd->lid = lid;
+	}
+	nd->sm_lid = smlid;
+	nd->lmc = q[34] & 7;
+	logf_("SMA of %s: PortInfo Set: LID %u, SM LID %u, LMC %u, port state %u -> %u (asked %u)", nd->name,
+	      lid, smlid, q[34] & 7, cur, next, want);
+	nd->port_state = next;
+	__atomic_add_fetch(&st->generation, 1, __ATOMIC_RELEASE);
+	simf_unlock(g_f);
+
+	/* the rest of what an SM may write (0 = "no change" where IBTA says so) */
+	memcpy(w, q, 16);                              /* M_Key, GidPrefix */
+	memcpy(w + 26, q + 26, 2);                     /* M_KeyLeasePeriod */
+	if (q[29] == 0xFF)
+		w[29] = w[30];                         /* LinkWidthEnabled = supported */
+	else if (q[29])
+		w[29] = q[29];
+	put_bits(w, q, 34, 0xC0);                      /* M_KeyProtectBits */
+	if ((q[35] & 0xF) == 0xF)
+		w[35] = (uint8_t)((w[35] & 0xF0) | (w[32] >> 4)); /* LinkSpeedEnabled = supported */
+	else if (q[35] & 0xF)
+		put_bits(w, q, 35, 0x0F);
+	w[36] = q[36];                                 /* NeighborMTU, MasterSMSL */
+	w[38] = q[38];                                 /* VLHighLimit */
+	w[42] = q[42];                                 /* VLStallCount, HOQLife */
+	if (q[43] >> 4)
+		put_bits(w, q, 43, 0xF0);              /* OperationalVLs */
+	put_bits(w, q, 43, 0x0F);                      /* partition enforcement, raw filters */
+	put_bits(w, q, 51, 0x1F);                      /* SubnetTimeOut */
+	w[53] = q[53];                                 /* LocalPhyErrors, OverrunErrors */
+	if ((q[63] & 0x1F) == 0x1F)
+		w[63] = w[62] & 0x0F;                  /* LinkSpeedExtEnabled = supported */
+	else if (q[63] & 0x1F)
+		put_bits(w, q, 63, 0x1F);
+	return 0;
+}
+
+/* SubnSet(P_KeyTable) on node n: block 0 (the table has SIMF_PKEYS
+ * entries; the rest of the block is ignored). */
+static uint16_t sma_set_pkeys(int n, uint32_t mod, const uint8_t *q)
+{
+	struct simf_node *nd = &g_f->st->nodes[n];
+
+	if ((mod & 0xFFFF) >= (SIMF_PKEYS + 31) / 32)
+		return SMP_STATUS_BAD_VALUE;
+	simf_lock(g_f);
+	for (int i = 0; i < SIMF_PKEYS; i++)
+		nd->pkeys[i] = g16(q + 2 * i);
+	__atomic_add_fetch(&g_f->st->generation, 1, __ATOMIC_RELEASE);
+	simf_unlock(g_f);
+	return 0;
+}
+
+/* A SubnSet(attr, mod) with data q on node n: 0 and the attribute's new
+ * value in d, or a MAD status. Only an external SM configures ports by
+ * SMPs; the built-in SM writes the node table itself. */
+static uint16_t sma_set(int n, uint16_t attr, uint32_t mod, const uint8_t *q, uint8_t *d)
+{
+	uint16_t st;
+
+	if (g_f->st->sm_kind != SIMF_SM_OPENSM)
+		return SMP_STATUS_UNSUPPORTED;
+	switch (attr) {
+	case SMP_ATTR_PORT_INFO:
+		st = sma_set_port_info(n, mod, q);
+		break;
+	case SMP_ATTR_PKEY_TABLE:
+		st = sma_set_pkeys(n, mod, q);
+		break;
+	default:
+		return SMP_STATUS_UNSUPPORTED;
+	}
+	return st ? st : sma_get(n, attr, mod, d);
 }
 
 /* One datagram to node n's QP0 (received on g_sma_fd[n]). */
@@ -1334,9 +1515,11 @@ static void sma_input(int n, int src, uint16_t sport, const uint8_t *pkt, size_t
 	if (mad[3] != UMAD_METHOD_GET && mad[3] != UMAD_METHOD_SET)
 		return;
 	dr = mad[1] == UMAD_CLASS_SUBN_DIRECTED_ROUTE;
-	/* directed route: a returning SMP (D set) is not for an SMA, and one
-	 * with hops left would go out of port 1 to a switch: there is none */
-	if (dr && ((mad[4] & 0x80) || mad[7] != 0))
+	/* directed route: a returning SMP (D set) is not for an SMA; hop
+	 * count 0 is the sender's own SMA, 1 the port at the other end of the
+	 * sender's cable (the umad drop-in sent it here only then); a CA
+	 * forwards nothing further */
+	if (dr && ((mad[4] & 0x80) || mad[7] > 1))
 		return;
 	attr = g16(mad + 16);
 	mod = g32(mad + 20);
@@ -1348,12 +1531,14 @@ static void sma_input(int n, int src, uint16_t sport, const uint8_t *pkt, size_t
 	if (mad[2] != 1)
 		status = SMP_STATUS_BAD_VERSION;
 	else if (mad[3] == UMAD_METHOD_SET)
-		status = SMP_STATUS_UNSUPPORTED; /* nothing here is configurable by SMPs */
+		status = sma_set(n, attr, mod, mad + SMP_DATA_OFF, rm + SMP_DATA_OFF);
 	else
 		status = sma_get(n, attr, mod, rm + SMP_DATA_OFF);
 	if (dr) {
 		status |= SMP_D_BIT;
 		rm[6] = 0; /* hop pointer, as the requester's SMI hands it over */
+		if (mad[7] == 1)
+			rm[192 + 1] = 1; /* ReturnPath[1]: it came in on port 1 */
 	}
 	p16(rm + 4, status);
 	memset(&ob, 0, sizeof(ob));
@@ -1373,6 +1558,130 @@ static void sma_input(int n, int src, uint16_t sport, const uint8_t *pkt, size_t
 		      strerror(errno));
 }
 
+/* ---- an external SM: Debian's opensm on a node's port ---------------------------
+ *
+ * With `uscm-sim up --sm opensm` this process is only every port's SMA; it
+ * starts opensm as a program of node st->sm_node (USCM_SIM_NODE, the
+ * drop-ins on LD_LIBRARY_PATH: as on a host with an HCA), with a config,
+ * log and cache of its own in D/opensm/, and stops it when it exits. */
+
+static pid_t g_osm_pid;
+
+static int write_osm_conf(const char *odir, const char *conf)
+{
+	FILE *fp = fopen(conf, "w");
+
+	if (!fp)
+		return -1;
+	fprintf(fp,
+		"# written by uscm-sim-sm for `uscm-sim up --sm opensm`\n"
+		"guid 0x0000000000000000\n"
+		"lmc 0\n"
+		"sweep_interval 10\n"
+		"force_log_flush TRUE\n"
+		"accum_log_file FALSE\n"
+		"log_file %s/opensm.log\n"
+		"dump_files_dir %s\n"
+		"partition_config_file %s/partitions.conf\n"
+		"qos_policy_file %s/qos-policy.conf\n"
+		"torus_config %s/torus-2QoS.conf\n"
+		"prefix_routes_file %s/prefix-routes.conf\n"
+		"per_module_logging_file %s/per-module-logging.conf\n"
+		"console off\n"
+		"daemon FALSE\n",
+		odir, odir, odir, odir, odir, odir, odir);
+	return fclose(fp);
+}
+
+static pid_t start_opensm(const char *libpath)
+{
+	struct simf_state *st = g_f->st;
+	char odir[600], conf[700], cache[700], out[700], issm[700];
+	int ifd;
+	const char *bin = getenv("USCM_SIM_OPENSM");
+	const char *extra = getenv("USCM_SIM_OPENSM_ARGS");
+	pid_t pid;
+
+	if (!bin || !*bin)
+		bin = "opensm";
+	snprintf(odir, sizeof(odir), "%s/opensm", g_f->dir);
+	snprintf(conf, sizeof(conf), "%s/opensm.conf", odir);
+	snprintf(cache, sizeof(cache), "%s/cache", odir);
+	snprintf(out, sizeof(out), "%s/opensm.out", odir);
+	/* what umad_get_issm_path names: opening it is how an SM sets IsSM
+	 * in its port's capability mask (the SMA reports IsSM for sm_node) */
+	snprintf(issm, sizeof(issm), "%s/issm-%s", g_f->dir, st->nodes[st->sm_node].name);
+	if ((mkdir(odir, 0755) < 0 && errno != EEXIST) || (mkdir(cache, 0755) < 0 && errno != EEXIST) ||
+	    write_osm_conf(odir, conf) < 0 || (ifd = open(issm, O_WRONLY | O_CREAT, 0600)) < 0) {
+		fprintf(stderr, "uscm-sim-sm: %s: %s\n", odir, strerror(errno));
+		return -1;
+	}
+	close(ifd);
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		const char *argv[16];
+		char *words = extra ? strdup(extra) : NULL, *save = NULL;
+		int ac = 0, fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		/* it goes with this process, even when this one is killed */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() == 1)
+			_exit(1);
+		if (chdir(odir) < 0)
+			_exit(126);
+		setenv("USCM_SIM_DIR", g_f->dir, 1);
+		setenv("USCM_SIM_NODE", st->nodes[st->sm_node].name, 1);
+		setenv("OSM_CACHE_DIR", cache, 1);
+		setenv("OSM_TMP_DIR", odir, 1);
+		if (libpath)
+			setenv("LD_LIBRARY_PATH", libpath, 1);
+		argv[ac++] = bin;
+		argv[ac++] = "-F";
+		argv[ac++] = conf;
+		for (char *w = words ? strtok_r(words, " ", &save) : NULL; w && ac < 15;
+		     w = strtok_r(NULL, " ", &save))
+			argv[ac++] = w;
+		argv[ac] = NULL;
+		execvp(bin, (char *const *)argv);
+		fprintf(stderr, "uscm-sim-sm: exec %s: %s\n", bin, strerror(errno));
+		_exit(127);
+	}
+	simf_lock(g_f);
+	st->sm_pid = pid;
+	simf_unlock(g_f);
+	logf_("opensm (pid %d) on %s: config, log and cache in %s", (int)pid, st->nodes[st->sm_node].name,
+	      odir);
+	return pid;
+}
+
+static void stop_opensm(void)
+{
+	if (g_osm_pid <= 0)
+		return;
+	kill(g_osm_pid, SIGTERM);
+	for (int i = 0; i < 200; i++) {
+		if (waitpid(g_osm_pid, NULL, WNOHANG) == g_osm_pid) {
+			g_osm_pid = 0;
+			break;
+		}
+		usleep(10000);
+	}
+	if (g_osm_pid > 0) {
+		kill(g_osm_pid, SIGKILL);
+		waitpid(g_osm_pid, NULL, 0);
+		g_osm_pid = 0;
+	}
+	simf_lock(g_f);
+	g_f->st->sm_pid = 0;
+	simf_unlock(g_f);
+}
+
 /* ---- main ---------------------------------------------------------------------- */
 
 static void on_signal(int sig)
@@ -1383,15 +1692,15 @@ static void on_signal(int sig)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: uscm-sim-sm [--dir D] [--fd N] [-v]\n"
+	fprintf(stderr, "usage: uscm-sim-sm [--dir D] [--fd N] [--lib-path P] [-v]\n"
 			"  The fabric's SM/SA (node 0); normally started by `uscm-sim start`.\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	const char *dir = NULL;
-	int fd = -1, slot = -1;
+	const char *dir = NULL, *libpath = NULL;
+	int fd = -1, slot = -1, external;
 	struct stat st0, st1;
 	char path[512];
 	uint64_t next_sweep = 0, next_check = 0;
@@ -1403,6 +1712,8 @@ int main(int argc, char **argv)
 			dir = argv[++i];
 		else if (strcmp(argv[i], "--fd") == 0 && i + 1 < argc)
 			fd = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--lib-path") == 0 && i + 1 < argc)
+			libpath = argv[++i];
 		else if (strcmp(argv[i], "-v") == 0)
 			g_verbose = 1;
 		else
@@ -1442,7 +1753,10 @@ int main(int argc, char **argv)
 	g_f->st->keeper_pid = getpid();
 	simf_unlock(g_f);
 
-	if (g_f->st->link == SIMF_LINK_IB) {
+	external = g_f->st->link == SIMF_LINK_IB && g_f->st->sm_kind == SIMF_SM_OPENSM;
+	if (external) {
+		logf_("SMA of every port; the SM is opensm on %s", g_f->st->nodes[g_f->st->sm_node].name);
+	} else if (g_f->st->link == SIMF_LINK_IB) {
 		struct simf_agent a = {
 			.pid = getpid(),
 			.port = simf_qp_port(1),
@@ -1473,6 +1787,11 @@ int main(int argc, char **argv)
 	else
 		for (unsigned i = 0; i < SIMF_MAX_NODES; i++)
 			g_sma_fd[i] = -1;
+	if (external) {
+		g_osm_pid = start_opensm(libpath);
+		if (g_osm_pid < 0)
+			return 1;
+	}
 
 	while (!g_stop) {
 		struct pollfd p[1 + SIMF_MAX_NODES];
@@ -1480,7 +1799,14 @@ int main(int argc, char **argv)
 		uint64_t now = now_ms();
 		int rc;
 
-		if (g_f->st->link == SIMF_LINK_IB && now >= next_sweep) {
+		if (g_osm_pid > 0 && waitpid(g_osm_pid, NULL, WNOHANG) == g_osm_pid) {
+			logf_("opensm (pid %d) exited: the subnet has no SM now", (int)g_osm_pid);
+			g_osm_pid = 0;
+			simf_lock(g_f);
+			g_f->st->sm_pid = 0;
+			simf_unlock(g_f);
+		}
+		if (g_f->st->link == SIMF_LINK_IB && !external && now >= next_sweep) {
 			sm_sweep();
 			next_sweep = now + 100;
 		}
@@ -1525,6 +1851,7 @@ int main(int argc, char **argv)
 		}
 	}
 	logf_("SM/SA exiting");
+	stop_opensm();
 	for (int i = 0; i < MAX_XFERS; i++)
 		if (g_xfers[i].used)
 			xfer_done(&g_xfers[i]);

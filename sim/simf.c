@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -889,6 +890,17 @@ int simf_node_by_lid(const struct simf *f, uint16_t lid)
 	return v ? v - 1 : -1;
 }
 
+int simf_neighbor(const struct simf *f, int n)
+{
+	const struct simf_state *st = f->st;
+
+	if (st->link != SIMF_LINK_IB || st->sm_kind != SIMF_SM_OPENSM || st->nnodes != 2)
+		return -1;
+	if (n == 1 || n == 2)
+		return 3 - n;
+	return -1;
+}
+
 int simf_node_by_gid(const struct simf *f, const uint8_t gid[16])
 {
 	const struct simf_state *st = f->st;
@@ -896,7 +908,22 @@ int simf_node_by_gid(const struct simf *f, const uint8_t gid[16])
 	for (unsigned i = 0; i <= st->nnodes && i < SIMF_MAX_NODES; i++)
 		if (memcmp(st->nodes[i].gid, gid, 16) == 0)
 			return (int)i;
+	for (unsigned i = 1; i <= st->nnodes && i < SIMF_MAX_NODES; i++)
+		for (unsigned k = 0; k < SIMF_IP_GIDS; k++)
+			if (gid[0] && memcmp(st->nodes[i].ip_gids[k], gid, 16) == 0)
+				return (int)i;
 	return -1;
+}
+
+const uint8_t *simf_node_sgid(const struct simf *f, int n, unsigned sgid_index)
+{
+	static const uint8_t zero[16];
+	const struct simf_node *nd = &f->st->nodes[n];
+
+	if (sgid_index >= 1 && sgid_index <= SIMF_IP_GIDS &&
+	    memcmp(nd->ip_gids[sgid_index - 1], zero, 16))
+		return nd->ip_gids[sgid_index - 1];
+	return nd->gid;
 }
 
 uint32_t simf_alloc_qpn(struct simf *f, int n)
@@ -1231,7 +1258,10 @@ int simf_mcast_targets(struct simf *f, const uint8_t *mgid, uint16_t mlid,
 
 			if (n < 0)
 				continue;
-			if (st->link == SIMF_LINK_IB && !(m->join_state[n] & 3))
+			/* the built-in SA's membership stands for the switches'
+			 * MFTs; under an external SM two ports are cabled back
+			 * to back, no switch filters: every attached QP gets it */
+			if (st->link == SIMF_LINK_IB && st->sm_kind != SIMF_SM_OPENSM && !(m->join_state[n] & 3))
 				continue;
 			out[k++] = m->qps[q];
 		}
@@ -1483,15 +1513,60 @@ int simf_fault_add(struct simf *f, const struct simf_fault *rule)
 
 /* ---- transport ------------------------------------------------------------------- */
 
+/* A node's program may live in a network namespace of its own (a test
+ * gives each node its IP interfaces, as hosts have): the fabric's
+ * datagrams still travel in the fabric's namespace, the one of its keeper
+ * (the SM process), as an HCA's traffic does not depend on the host's IP
+ * configuration. The calling thread enters that namespace to create its
+ * socket (a socket stays in the namespace it was made in) and comes back;
+ * *back is its own namespace then, else -1 (the same namespace, or no
+ * right to switch: the socket is made where the thread is, as before). */
+static void fabric_netns_enter(struct simf *f, int *back)
+{
+	char p[64];
+	struct stat theirs, mine;
+	int fd;
+
+	*back = -1;
+	if (f->st->keeper_pid <= 0)
+		return;
+	snprintf(p, sizeof(p), "/proc/%d/ns/net", (int)f->st->keeper_pid);
+	if (stat(p, &theirs) < 0 || stat("/proc/thread-self/ns/net", &mine) < 0 ||
+	    (theirs.st_ino == mine.st_ino && theirs.st_dev == mine.st_dev))
+		return;
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	*back = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || *back < 0 || setns(fd, CLONE_NEWNET) < 0) {
+		if (*back >= 0)
+			close(*back);
+		*back = -1;
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+static void fabric_netns_leave(int back)
+{
+	if (back < 0)
+		return;
+	if (setns(back, CLONE_NEWNET) < 0)
+		abort(); /* a thread stranded in another namespace */
+	close(back);
+}
+
 int simf_socket(struct simf *f, int n, uint16_t port, uint16_t *bound)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	socklen_t alen = sizeof(a);
-	int fd, one = SOCK_BUF;
+	int fd, one = SOCK_BUF, back, e;
 
 	if (n < 0 || n >= SIMF_MAX_NODES || (unsigned)n > f->st->nnodes)
 		return errno = EINVAL, -1;
+	fabric_netns_enter(f, &back);
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	e = errno;
+	fabric_netns_leave(back);
+	errno = e;
 	if (fd < 0)
 		return -1;
 	/* capped by net.core.[rw]mem_max; best effort */
@@ -1501,7 +1576,7 @@ int simf_socket(struct simf *f, int n, uint16_t port, uint16_t *bound)
 	a.sin_port = htons(port);
 	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&a, &alen) < 0) {
-		int e = errno;
+		e = errno;
 		close(fd);
 		return errno = e, -1;
 	}

@@ -23,7 +23,8 @@
  * the source address. What an IB LRH/GRH would add travels in BTH byte 4
  * (resv8a), which IBTA reserves and leaves out of the ICRC: bit 0 = "the
  * sender used a GRH" (the receiver synthesizes it from the node table for
- * IBV_WC_GRH; on RoCE it is always set), bits 7:4 = the SL. (BTH FECN/BECN,
+ * IBV_WC_GRH; on RoCE it is always set), bits 3:1 = the sender's source
+ * GID index on RoCE (SIMF_RESV8A_SGID), bits 7:4 = the SL. (BTH FECN/BECN,
  * bits 7 and 6 of that byte, are not used by the fabric: they alias SL bits
  * 3:2. Use SIMF_RESV8A() / SIMF_RESV8A_SL() / SIMF_RESV8A_GRH().)
  *
@@ -41,7 +42,8 @@
 #include <sys/types.h>
 
 #define SIMF_MAGIC 0x55534631u /* "USF1" */
-#define SIMF_VERSION 3
+#define SIMF_VERSION 5
+#define SIMF_IP_GIDS 4         /* IPv6 RoCE GIDs per node (struct simf_node) */
 #define SIMF_MAX_NODES 64      /* node 0 = SM/SA, 1..63 = node1..node63 */
 #define SIMF_MAX_AGENTS 32     /* umad agents per node */
 #define SIMF_MAX_FAULTS 32
@@ -58,12 +60,21 @@
 #define SIMF_RESV8A(sl, grh) ((uint8_t)((((unsigned)(sl) & 0xFu) << 4) | ((grh) ? 1u : 0u)))
 #define SIMF_RESV8A_SL(r) (((unsigned)(r) >> 4) & 0xFu)
 #define SIMF_RESV8A_GRH(r) ((unsigned)(r) & 1u)
+/* bits 3:1: the sender's source GID index on RoCE (0: the node's GID, k:
+ * its IPv6 GID ip_gids[k-1]), so the receiver's GRH / MAD address carries
+ * the SGID the sender used */
+#define SIMF_RESV8A_SGID(r) (((unsigned)(r) >> 1) & 7u)
+#define SIMF_RESV8A_SET_SGID(r, i) ((uint8_t)(((r) & ~0x0Eu) | (((unsigned)(i) & 7u) << 1)))
 
 enum simf_link { SIMF_LINK_IB = 1, SIMF_LINK_ROCE = 2 };
 /* Who may open a port for MADs (/dev/infiniband/umadN): rdma-core's udev
  * rules make umadN 0600 root (the default, 0), a host may open it to all. */
 enum simf_umad_access { SIMF_UMAD_ROOT = 0, SIMF_UMAD_ALL = 1 };
-enum simf_port_state { SIMF_PORT_DOWN = 1, SIMF_PORT_INIT = 2, SIMF_PORT_ACTIVE = 4 };
+enum simf_port_state { SIMF_PORT_DOWN = 1, SIMF_PORT_INIT = 2, SIMF_PORT_ARMED = 3, SIMF_PORT_ACTIVE = 4 };
+/* Who manages the subnet (IB): uscm-sim-sm itself, or an external SM
+ * (Debian's opensm, `uscm-sim up --sm opensm`) running on a node's port,
+ * with uscm-sim-sm only every port's SMA. */
+enum simf_sm_kind { SIMF_SM_BUILTIN = 0, SIMF_SM_OPENSM = 1 };
 
 /* A registered umad agent: requests of (class, version, method) addressed
  * to QP1/QP0 of this node go to 127.77.<inst>.<node>:port. */
@@ -99,6 +110,12 @@ struct simf_node {
 	/* v2 */
 	uint32_t attach_seq;    /* attaches as this node so far (fault PRNG stream) */
 	int32_t pids[SIMF_NODE_PIDS]; /* processes attached as this node (0: free) */
+	/* v4: RoCE GIDs 1.. of the node: the IPv6 addresses (not link-local)
+	 * of the interface that holds its IPv4 address, in the network
+	 * namespace of the node's last process that read its GID table (the
+	 * kernel's roce_gid_mgmt adds a GID per address of a netdev); zero
+	 * entries unused. The fabric delivers datagrams to them too. */
+	uint8_t ip_gids[SIMF_IP_GIDS][16];
 };
 
 /* A fault rule: the first matching rule applies to a datagram. */
@@ -169,6 +186,10 @@ struct simf_state {
 	/* v3 */
 	uint32_t umad_access;   /* enum simf_umad_access (uscm-sim --umad-access) */
 	int32_t uscmd_pid[SIMF_MAX_NODES]; /* node i's host service (uscmd), 0: none */
+	/* v4 */
+	uint32_t sm_kind;       /* enum simf_sm_kind */
+	int32_t sm_node;        /* SIMF_SM_OPENSM: the node whose port the SM runs on */
+	int32_t sm_pid;         /* SIMF_SM_OPENSM: the opensm process (0: none) */
 };
 
 struct simf {
@@ -205,7 +226,14 @@ void simf_unlock(struct simf *f);
 /* Node index by name ("node3", "sm"), by LID (via the LFT), by GID. -1 if none. */
 int simf_node_by_name(const struct simf *f, const char *name);
 int simf_node_by_lid(const struct simf *f, uint16_t lid);
+/* The node at the other end of node n's port 1, or -1. Only a fabric under
+ * an external SM is cabled: its two nodes are linked back to back (node 0
+ * is not on that subnet). The built-in SM's fabric has no cables to follow
+ * (every node reaches every other). */
+int simf_neighbor(const struct simf *f, int n);
 int simf_node_by_gid(const struct simf *f, const uint8_t gid[16]);
+/* The GID node n sent from by its SIMF_RESV8A_SGID index (RoCE). */
+const uint8_t *simf_node_sgid(const struct simf *f, int n, unsigned sgid_index);
 /* Allocates a QPN on node n (>= 2). */
 uint32_t simf_alloc_qpn(struct simf *f, int n);
 uint16_t simf_qp_port(uint32_t qpn);   /* SIMF_QP_PORT_BASE + qpn */

@@ -3,7 +3,8 @@
  *
  *   uscm-sim start [--dir D] [--nodes N] [--link ib|roce] [--seed S]
  *                  [--pcap FILE] [--fault SPEC]... [--no-uscmd]
- *                  [--umad-access root|all] [-v]              (alias: up)
+ *                  [--umad-access root|all] [--netns] [--dev-infiniband] [-v]
+ *                                                               (alias: up)
  *   uscm-sim stop [--dir D]                                     (alias: down)
  *   uscm-sim status [--dir D]
  *   uscm-sim env [--dir D] [--node NAME]
@@ -28,6 +29,9 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <dirent.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +54,10 @@ struct opts {
 	int nfaults;
 	int verbose;
 	int no_uscmd;           /* --no-uscmd */
+	int netns;              /* --netns */
+	int devib;              /* --dev-infiniband */
 	enum simf_umad_access umad_access;
+	enum simf_sm_kind sm;   /* --sm builtin|opensm */
 	int start_opts;         /* any start-only option given */
 };
 
@@ -59,10 +66,18 @@ static void usage_to(FILE *out, int rc)
 	fprintf(out,
 		"usage: uscm-sim COMMAND [options]\n"
 		"  start [--dir D] [--nodes N] [--link ib|roce] [--seed S] [--pcap FILE]\n"
-		"        [--fault SPEC]... [--no-uscmd] [--umad-access root|all] [-v]\n"
+		"        [--fault SPEC]... [--no-uscmd] [--umad-access root|all] [--netns]\n"
+		"        [--dev-infiniband] [-v]\n"
 		"                                   start a fabric (default 2 nodes, IB) and one uscmd\n"
 		"                                   (host service) per node            (alias: up)\n"
 		"        --no-uscmd                 no uscmd (in-process programs own the CM agents)\n"
+		"        --netns                    the fabric in a network namespace of its own with an\n"
+		"                                   interface uscm<i> holding 127.10.0.i per node (root, ip)\n"
+		"        --dev-infiniband           run gives programs a private /dev with\n"
+		"                                   /dev/infiniband/uverbs0 (root; UCX looks for it)\n"
+		"        --sm builtin|opensm        the subnet manager (IB): uscm-sim-sm (default), or\n"
+		"                                   Debian's opensm on node1's port (2 nodes, linked\n"
+		"                                   back to back; its files in D/opensm/)\n"
 		"        --umad-access root|all     who may open /dev/infiniband/umadN (default root,\n"
 		"                                   as on a real host; verbs are open to every user)\n"
 		"  stop [--dir D]                   stop the uscmds, then the SM and every node\n"
@@ -163,8 +178,26 @@ static int parse_opts(int argc, char **argv, int i, struct opts *o)
 			}
 			o->faults[o->nfaults++] = argv[++i];
 			o->start_opts = 1;
+		} else if (strcmp(a, "--dev-infiniband") == 0) {
+			o->devib = 1;
+			o->start_opts = 1;
+		} else if (strcmp(a, "--netns") == 0) {
+			o->netns = 1;
+			o->start_opts = 1;
 		} else if (strcmp(a, "--no-uscmd") == 0) {
 			o->no_uscmd = 1; /* run on a running fabric: no USCM_SOCKET */
+		} else if (strcmp(a, "--sm") == 0 && i + 1 < argc) {
+			const char *v = argv[++i];
+
+			if (strcmp(v, "builtin") == 0)
+				o->sm = SIMF_SM_BUILTIN;
+			else if (strcmp(v, "opensm") == 0)
+				o->sm = SIMF_SM_OPENSM;
+			else {
+				fprintf(stderr, "uscm-sim: --sm builtin|opensm\n");
+				exit(2);
+			}
+			o->start_opts = 1;
 		} else if (strcmp(a, "--umad-access") == 0 && i + 1 < argc) {
 			const char *v = argv[++i];
 
@@ -374,7 +407,7 @@ static void terminate(pid_t *pids, int n)
 
 static void remove_state(const char *dir)
 {
-	static const char *const files[] = { "fabric.state", "hosts", "sm.log" };
+	static const char *const files[] = { "fabric.state", "hosts", "sm.log", "netns" };
 	static const char *const node_files[] = { "uscmd.sock", "uscmd.log" };
 	char p[PATH_MAX + 64];
 
@@ -391,6 +424,8 @@ static void remove_state(const char *dir)
 		snprintf(p, sizeof(p), "%s/%s", dir, files[i]);
 		unlink(p);
 	}
+	snprintf(p, sizeof(p), "%s/dev.host", dir);
+	rmdir(p);
 	rmdir(dir); /* only when empty: a capture stays */
 }
 
@@ -667,6 +702,157 @@ static uint32_t fnv1a(const char *s)
 	return h;
 }
 
+/* ---- --dev-infiniband: a private /dev for the programs of `run` -----------------
+ *
+ * UCX (1.13) uses an RDMA device only when /dev/infiniband/<dev_name> is a
+ * character device it may read and write (uct_ib_device_is_accessible);
+ * a host without RDMA hardware has no /dev/infiniband. With
+ * --dev-infiniband (D/dev.host marks it and is a mount point), `run` moves
+ * its program into a mount namespace of its own (propagation private, so
+ * nothing leaks to the host) where the host's /dev is bind-mounted on
+ * D/dev.host and a tmpfs over /dev holds a symlink to every entry of it
+ * plus infiniband/uverbs0 -> the host's /dev/null: a character device open
+ * to all that the drop-in never opens (its device is the fabric). Needs
+ * root (CAP_SYS_ADMIN). */
+static int devib_enter(const char *dir)
+{
+	char host[PATH_MAX + 16], src[2 * PATH_MAX], dst[PATH_MAX];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(host, sizeof(host), "%s/dev.host", dir);
+	if (access(host, F_OK) < 0)
+		return 0;
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("/dev", host, NULL, MS_BIND | MS_REC, NULL) < 0 ||
+	    mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755") < 0) {
+		fprintf(stderr, "uscm-sim: --dev-infiniband: cannot make a private /dev: %s\n",
+			strerror(errno));
+		return -1;
+	}
+	d = opendir(host);
+	if (!d) {
+		fprintf(stderr, "uscm-sim: %s: %s\n", host, strerror(errno));
+		return -1;
+	}
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(src, sizeof(src), "%s/%s", host, e->d_name);
+		snprintf(dst, sizeof(dst), "/dev/%s", e->d_name);
+		if (symlink(src, dst) < 0)
+			fprintf(stderr, "uscm-sim: symlink %s: %s\n", dst, strerror(errno));
+	}
+	closedir(d);
+	snprintf(src, sizeof(src), "%s/null", host);
+	if (mkdir("/dev/infiniband", 0755) < 0 || symlink(src, "/dev/infiniband/uverbs0") < 0) {
+		fprintf(stderr, "uscm-sim: /dev/infiniband/uverbs0: %s\n", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- --netns: the fabric in a network namespace of its own ------------------------
+ *
+ * Programs such as libfabric's verbs provider find an RDMA device through
+ * the IP interface that carries its address (getifaddrs, loopback
+ * interfaces skipped) — an IPoIB or RoCE netdev on a real host. With
+ * --netns, `start` moves itself into a new network namespace (lo up) that
+ * gets one interface per node, uscm<i> (a veth pair, uscm<i> and its peer
+ * uscm<i>p, both up: a carrier, so IFF_RUNNING too), holding that node's
+ * address 127.10.0.i/32; the SM and the uscmds inherit the namespace, so
+ * the transport (127.77.<inst>.0/24 on that namespace's lo) is all
+ * inside it. D/netns records it; `run` and `uscmd` join it (setns into the
+ * SM's namespace) before they start a program. Needs root (CAP_SYS_ADMIN,
+ * CAP_NET_ADMIN) and iproute2's `ip`. docs/sim.md, "Network namespace". */
+
+/* Runs `ip ARGS...` quietly; 0 on success. */
+static int run_ip(const char *a1, const char *a2, const char *a3, const char *a4,
+		  const char *a5, const char *a6, const char *a7, const char *a8)
+{
+	const char *argv[] = { "ip", a1, a2, a3, a4, a5, a6, a7, a8, NULL };
+	int st = 0;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int nul = open("/dev/null", O_WRONLY);
+
+		if (nul >= 0)
+			dup2(nul, 1);
+		execvp("ip", (char *const *)argv);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+static int write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), ok;
+
+	if (fd < 0)
+		return -1;
+	ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+	close(fd);
+	return ok ? 0 : -1;
+}
+
+static int netns_create(unsigned nodes)
+{
+	if (unshare(CLONE_NEWNET) < 0) {
+		fprintf(stderr, "uscm-sim: --netns: unshare(CLONE_NEWNET): %s\n", strerror(errno));
+		return -1;
+	}
+	/* no IPv6 link-local addresses on the node interfaces: one address
+	 * per node, as the hosts file has */
+	write_file("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1");
+	if (run_ip("link", "set", "lo", "up", NULL, NULL, NULL, NULL) < 0) {
+		fprintf(stderr, "uscm-sim: --netns: `ip link set lo up` failed (iproute2 installed?)\n");
+		return -1;
+	}
+	for (unsigned i = 1; i <= nodes; i++) {
+		char name[16], peer[16], addr[32];
+
+		snprintf(name, sizeof(name), "uscm%u", i);
+		snprintf(peer, sizeof(peer), "uscm%up", i);
+		snprintf(addr, sizeof(addr), "127.10.0.%u/32", i);
+		if (run_ip("link", "add", "name", name, "type", "veth", "peer", peer) < 0 ||
+		    run_ip("addr", "add", addr, "dev", name, NULL, NULL, NULL) < 0 ||
+		    run_ip("link", "set", peer, "up", NULL, NULL, NULL, NULL) < 0 ||
+		    run_ip("link", "set", name, "up", NULL, NULL, NULL, NULL) < 0) {
+			fprintf(stderr, "uscm-sim: --netns: cannot make interface %s (%s)\n", name, addr);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Joins the fabric's network namespace when it has one (D/netns): the
+ * namespace of its SM. 0 when there is none or it was joined. */
+static int netns_join(struct simf *f)
+{
+	char marker[PATH_MAX + 8], ns[64];
+	int fd;
+
+	snprintf(marker, sizeof(marker), "%s/netns", f->dir);
+	if (access(marker, F_OK) < 0)
+		return 0;
+	snprintf(ns, sizeof(ns), "/proc/%d/ns/net", (int)f->st->keeper_pid);
+	fd = open(ns, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
+		fprintf(stderr, "uscm-sim: cannot join the fabric's network namespace (%s): %s\n", ns,
+			strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
 /* Claims a free transport subnet 127.77.<inst>.0/24 by binding node 0's
  * QP1 address; the SM process inherits and keeps the socket. */
 static int claim_instance(const char *absdir, unsigned *inst)
@@ -694,7 +880,7 @@ static int claim_instance(const char *absdir, unsigned *inst)
 
 static pid_t spawn_sm(const char *dir, int claim_fd, int verbose)
 {
-	char sm[PATH_MAX], fdbuf[16], logp[PATH_MAX + 16];
+	char sm[PATH_MAX], fdbuf[16], logp[PATH_MAX + 16], lp[2 * PATH_MAX + 8];
 	pid_t pid;
 
 	/* build/bin/uscm-sim-sm, or ${libexecdir}/uscm/uscm-sim-sm */
@@ -706,6 +892,7 @@ static pid_t spawn_sm(const char *dir, int claim_fd, int verbose)
 	}
 	snprintf(fdbuf, sizeof(fdbuf), "%d", claim_fd);
 	snprintf(logp, sizeof(logp), "%s/sm.log", dir);
+	lib_path(lp, sizeof(lp)); /* for an external SM it starts on a node */
 	pid = fork();
 	if (pid < 0)
 		return -1;
@@ -722,9 +909,9 @@ static pid_t spawn_sm(const char *dir, int claim_fd, int verbose)
 		}
 		fcntl(claim_fd, F_SETFD, 0);
 		if (verbose)
-			execl(sm, "uscm-sim-sm", "--dir", dir, "--fd", fdbuf, "-v", (char *)NULL);
+			execl(sm, "uscm-sim-sm", "--dir", dir, "--fd", fdbuf, "--lib-path", lp, "-v", (char *)NULL);
 		else
-			execl(sm, "uscm-sim-sm", "--dir", dir, "--fd", fdbuf, (char *)NULL);
+			execl(sm, "uscm-sim-sm", "--dir", dir, "--fd", fdbuf, "--lib-path", lp, (char *)NULL);
 		_exit(127);
 	}
 	return pid;
@@ -759,6 +946,12 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 	nrules = parse_rules(o->faults, o->nfaults, rules);
 	if (nrules < 0)
 		return 2;
+	if (o->sm == SIMF_SM_OPENSM && ((o->link && o->link != SIMF_LINK_IB) || (o->nodes && o->nodes != 2))) {
+		/* a fabric without switches cables two ports back to back;
+		 * switches and topologies are issue 17's next steps */
+		fprintf(stderr, "uscm-sim: --sm opensm needs --link ib and 2 nodes (no switches yet)\n");
+		return 2;
+	}
 	f = attach_quiet(dir);
 	if (f) {
 		int running = fabric_running(f);
@@ -807,6 +1000,33 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 				return 1;
 		}
 	}
+	{
+		char marker[PATH_MAX + 8];
+
+		snprintf(marker, sizeof(marker), "%s/netns", absdir);
+		unlink(marker);
+		snprintf(marker, sizeof(marker), "%s/dev.host", absdir);
+		rmdir(marker);
+		if (o->devib && mkdir(marker, 0755) < 0) {
+			fprintf(stderr, "uscm-sim: %s: %s\n", marker, strerror(errno));
+			return 1;
+		}
+		snprintf(marker, sizeof(marker), "%s/netns", absdir);
+		if (o->netns) {
+			int fd;
+
+			if (netns_create(o->nodes ? o->nodes : 2) < 0)
+				return 1;
+			fd = open(marker, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+			if (fd < 0) {
+				fprintf(stderr, "uscm-sim: %s: %s\n", marker, strerror(errno));
+				return 1;
+			}
+			if (write(fd, "uscm<i>: 127.10.0.<i>/32\n", 26) != 26)
+				fprintf(stderr, "uscm-sim: %s: short write\n", marker);
+			close(fd);
+		}
+	}
 	claim = claim_instance(absdir, &inst);
 	if (claim < 0) {
 		fprintf(stderr, "uscm-sim: no free fabric instance on 127.77.0.0/16: %s\n", strerror(errno));
@@ -821,6 +1041,13 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 	}
 	if (nrules > 0)
 		simf_fault_set(f, rules, nrules);
+	if (o->sm == SIMF_SM_OPENSM) {
+		/* node 1's port is cabled to node 2's; node 0 (uscm-sim-sm, now
+		 * only every port's SMA) is not on that subnet */
+		f->st->sm_kind = SIMF_SM_OPENSM;
+		f->st->sm_node = 1;
+		simf_set_link(f, 0, 0);
+	}
 	f->st->umad_access = o->umad_access;
 	if (o->umad_access == SIMF_UMAD_ROOT && geteuid() != 0)
 		fprintf(stderr, "uscm-sim: note: only root may open umad ports on this fabric (--umad-access root) "
@@ -833,12 +1060,13 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 		remove_state(absdir);
 		return 1;
 	}
-	/* wait for the SM (IB: every port ACTIVE) */
-	deadline = now_ms() + 10000;
+	/* wait for the SM (IB: every port ACTIVE; under opensm, nodes 1..N:
+	 * its first sweep takes a few seconds) */
+	deadline = now_ms() + (o->sm == SIMF_SM_OPENSM ? 30000 : 10000);
 	for (;;) {
 		int ready = f->st->keeper_pid == sm;
 
-		for (unsigned i = 0; ready && i <= f->st->nnodes; i++)
+		for (unsigned i = o->sm == SIMF_SM_OPENSM ? 1 : 0; ready && i <= f->st->nnodes; i++)
 			if (f->st->nodes[i].port_state != SIMF_PORT_ACTIVE)
 				ready = 0;
 		if (ready)
@@ -890,6 +1118,7 @@ static const char *port_state_str(unsigned s)
 	switch (s) {
 	case SIMF_PORT_DOWN: return "DOWN";
 	case SIMF_PORT_INIT: return "INIT";
+	case SIMF_PORT_ARMED: return "ARMED";
 	case SIMF_PORT_ACTIVE: return "ACTIVE";
 	default: return "?";
 	}
@@ -914,6 +1143,10 @@ static int cmd_status(const struct opts *o)
 	       st->link == SIMF_LINK_IB ? "SM/SA" : "keeper (RoCE: no SM/SA)", st->keeper_pid,
 	       pid_alive(st->keeper_pid) ? "running" : "not running",
 	       (unsigned long long)st->sa_queries, st->pcap_path[0] ? st->pcap_path : "off");
+	if (st->link == SIMF_LINK_IB && st->sm_kind == SIMF_SM_OPENSM)
+		printf("SM and SA: opensm on %s, pid %d (%s); uscm-sim-sm is the ports' SMA; files in %s/opensm\n",
+		       st->nodes[st->sm_node].name, st->sm_pid, pid_alive(st->sm_pid) ? "running" : "not running",
+		       f->dir);
 	printf("%-4s %-7s %-12s %-6s %-6s %-4s %-18s %-26s %8s %8s %6s %5s %6s  %s\n", "#", "name",
 	       "ip", "lid", "state", "link", "guid", "gid", "tx", "rx", "drop", "dup", "delay", "pids");
 	for (unsigned i = 0; i <= st->nnodes; i++) {
@@ -1216,6 +1449,10 @@ static int cmd_uscmd(const struct opts *o, int argc, char **argv, int i)
 		return 1;
 	}
 	simf_uscmd_path(f, n, "uscmd.sock", sock, sizeof(sock));
+	if ((strcmp(act, "start") == 0 || strcmp(act, "restart") == 0) && netns_join(f) < 0) {
+		simf_detach(f);
+		return 1;
+	}
 	if (strcmp(act, "kill") == 0) {
 		pid_t pid = simf_uscmd_pid(f, n);
 
@@ -1320,6 +1557,10 @@ static int cmd_run(const struct opts *o, int argc, char **argv, int i)
 		if (o->node && !o->no_uscmd)
 			node_socket(f, simf_node_by_name(f, o->node), sock, sizeof(sock));
 		set_env(f->dir, o->node, o->node || o->no_uscmd ? sock : NULL);
+		if (netns_join(f) < 0 || devib_enter(f->dir) < 0) {
+			simf_detach(f);
+			return 1;
+		}
 		simf_detach(f);
 		execvp(argv[i], argv + i);
 		fprintf(stderr, "uscm-sim: %s: %s\n", argv[i], strerror(errno));
@@ -1354,6 +1595,8 @@ static int cmd_run(const struct opts *o, int argc, char **argv, int i)
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGHUP, SIG_DFL);
 		set_env(absdir, o->node, o->node || o->no_uscmd ? run_sock : NULL);
+		if (devib_enter(absdir) < 0)
+			_exit(1);
 		execvp(argv[i], argv + i);
 		fprintf(stderr, "uscm-sim: %s: %s\n", argv[i], strerror(errno));
 		_exit(127);

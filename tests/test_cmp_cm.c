@@ -442,3 +442,37 @@ Test(cmp_cm, comm_ids_of_every_message)
 			     cmp_cm_attr_str(want[i].attr));
 	}
 }
+
+/* XRC in a REQ where the kernel's (pre-IBA_SET) cm_msgs.h put it: transport
+ * service type 3 is bits 2:1 of byte 43 (offset40 & 0x06), extended
+ * transport type 1 bits 2:0 of byte 51 (offset51 & 0x7). Type 3 is valid
+ * only with extended type 1 (XRC). */
+Test(cmp_cm, req_xrc_transport_bits)
+{
+	uint8_t got[CMP_MAD_SIZE];
+	struct cmp_cm_msg m = { .hdr.attr_id = UMAD_CM_ATTR_REQ }, d;
+	struct cmp_diags diags;
+
+	m.u.req.transport_service_type = 3;
+	m.u.req.extended_transport_type = 1;
+	m.u.req.path_mtu = 4;
+	cr_assert_eq(cmp_cm_encode(&m, got), 0);
+	cr_assert_eq(got[CMP_MAD_HDR_SIZE + 43] & 0x06, 0x06);
+	cr_assert_eq(got[CMP_MAD_HDR_SIZE + 51] & 0x07, 0x01);
+	cr_assert_str_eq(cmp_cm_req_qp_type_str(&m.u.req), "XRC");
+	cmp_diags_init(&diags);
+	cr_assert_eq(cmp_cm_decode(got, sizeof(got), &d, &diags), 0);
+	cr_assert_eq(diags.total, 0, "%s", diags.d[0].text);
+
+	m.u.req.extended_transport_type = 0;
+	cr_assert_eq(cmp_cm_encode(&m, got), 0);
+	cmp_diags_init(&diags);
+	cr_assert_neq(cmp_cm_decode(got, sizeof(got), &d, &diags), 0);
+	cr_assert_str_eq(cmp_cm_req_qp_type_str(&m.u.req), "reserved");
+	m.u.req.transport_service_type = 0;
+	cr_assert_str_eq(cmp_cm_req_qp_type_str(&m.u.req), "RC");
+	m.u.req.transport_service_type = 1;
+	cr_assert_str_eq(cmp_cm_req_qp_type_str(&m.u.req), "UC");
+	m.u.req.transport_service_type = 2;
+	cr_assert_str_eq(cmp_cm_req_qp_type_str(&m.u.req), "RD");
+}

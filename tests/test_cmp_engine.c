@@ -1480,7 +1480,8 @@ Test(engine, transport_types)
 	no_ev(B);
 	EQ(cmp_engine_conn_count(E(B)), 1);
 
-	/* 3 is reserved: the codec already refuses it, so it is malformed. */
+	/* 3 without extended type 1 (XRC): the codec refuses it, so it is
+	 * malformed. */
 	rp.qpn = QPN_A + 2;
 	connect_a();
 	take(A, UMAD_CM_ATTR_REQ, &m);
@@ -1491,8 +1492,13 @@ Test(engine, transport_types)
 	no_ev(B);
 	EQ(ST(B)->rx_malformed, 1);
 
-	/* The user cannot ask for them either. */
-	rp.qp_type = 2;
+	/* The user cannot ask for them either (2 and 3 are the XRC types;
+	 * an XRC target is only ever the passive side). */
+	rp.qp_type = CMP_QPT_XRC_TGT;
+	errno = 0;
+	cr_assert_eq(cmp_connect(E(A), &rp, NULL, &ca, T.now), -1);
+	EQ(errno, EINVAL);
+	rp.qp_type = 4;
 	errno = 0;
 	cr_assert_eq(cmp_connect(E(A), &rp, NULL, &ca, T.now), -1);
 	EQ(errno, EINVAL);
@@ -3624,4 +3630,148 @@ Test(engine, half_open_cap_rejects_excess_reqs)
 	cmp_conn_destroy(E(B), third, T.now);
 	EQ(ST(B)->half_open, 0);
 	cmp_conn_destroy(E(B), second, T.now);
+}
+
+/* ======================================================================== */
+/* XRC (the kernel's cm.c: cm_req_set_qp_type / cm_req_get_qp_type,        */
+/* cm_format_req, cm_format_rep, cm_rep_handler, cm_init_qp_*_attr)         */
+/* ======================================================================== */
+
+/* An XRC initiator's REQ: transport service type 3, extended transport
+ * type 1, no responder resources, retry counts nor SRQ; B sees an XRC
+ * target with the REQ's initiator depth as its responder resources. */
+Test(engine, xrc_req_fields_and_passive_type)
+{
+	struct cmp_cm_msg m;
+	const struct cmp_event *ev;
+
+	up();
+	listen_b();
+	rp.qp_type = CMP_QPT_XRC_INI;
+	rp.srq = 1;
+	connect_a();
+	fwd(A, UMAD_CM_ATTR_REQ, &m);
+	EQ(m.u.req.transport_service_type, 3);
+	EQ(m.u.req.extended_transport_type, 1);
+	EQ(m.u.req.responder_resources, 0);
+	EQ(m.u.req.retry_count, 0);
+	EQ(m.u.req.rnr_retry_count, 0);
+	EQ(m.u.req.srq, 0);
+	EQ(m.u.req.initiator_depth, 6);
+	EQ(m.u.req.end_to_end_flow_control, 1);
+	EQ(m.u.req.local_qpn, QPN_A);
+	EQ(m.u.req.starting_psn, PSN_A);
+	ev = next_ev(B, CMP_EV_REQ_RECEIVED);
+	EQ(ev->qp_type, CMP_QPT_XRC_TGT);
+	EQ(ev->remote_qpn, QPN_A);
+	EQ(ev->responder_resources, 0);
+	EQ(ev->initiator_depth, 6);
+	cb = ev->conn;
+	STATE(cb, CMP_REQ_RCVD);
+}
+
+/* Extended transport types other than 1 under type 3 are undefined: the
+ * codec refuses such a REQ (malformed, dropped without an answer). */
+Test(engine, xrc_req_unknown_extended_type_dropped)
+{
+	struct cmp_cm_msg m;
+	uint8_t mad[CMP_MAD_SIZE];
+
+	up();
+	listen_b();
+	rp.qp_type = CMP_QPT_XRC_INI;
+	connect_a();
+	take(A, UMAD_CM_ATTR_REQ, &m);
+	m.u.req.extended_transport_type = 2;
+	cr_assert_eq(cmp_cm_encode(&m, mad), 0);
+	to(B, mad);
+	nothing(B);
+	no_ev(B);
+	EQ(ST(B)->rx_malformed, 1);
+	/* and an XRC target is no type to connect with */
+	rp.qp_type = CMP_QPT_XRC_TGT;
+	rp.qpn = QPN_A + 1;
+	cr_assert_lt(cmp_connect(E(A), &rp, &actx, &ca, T.now), 0);
+	EQ(errno, EINVAL);
+}
+
+/* The target's REP: its QPN in Local EECN (Local QPN 0), SRQ 1, initiator
+ * depth and flow control 0; A takes the remote QPN from the EECN. */
+Test(engine, xrc_rep_fields_and_remote_qpn)
+{
+	struct cmp_cm_msg m;
+	const struct cmp_event *ev;
+
+	up();
+	rp.qp_type = CMP_QPT_XRC_INI;
+	pp.srq = 0; /* the target's SRQ bit is 1 whatever is asked */
+	reach_rep_sent();
+	take(B, UMAD_CM_ATTR_REP, &m);
+	EQ(m.u.rep.local_qpn, 0);
+	EQ(m.u.rep.local_eecn, QPN_B);
+	EQ(m.u.rep.srq, 1);
+	EQ(m.u.rep.initiator_depth, 0);
+	EQ(m.u.rep.end_to_end_flow_control, 0);
+	EQ(m.u.rep.starting_psn, PSN_B);
+	EQ(m.u.rep.responder_resources, 6); /* pp 16 clamped to the REQ initiator depth */
+	to(A, TX.mad);
+	ev = next_ev(A, CMP_EV_REP_RECEIVED);
+	EQ(ev->remote_qpn, QPN_B);
+	EQ(ev->srq, 1);
+	cr_assert_eq(cmp_rtu(E(A), ca, NULL, 0, T.now), 0);
+	fwd(A, UMAD_CM_ATTR_RTU, &m);
+	next_ev(B, CMP_EV_RTU_RECEIVED);
+	STATE(ca, CMP_ESTABLISHED);
+	STATE(cb, CMP_ESTABLISHED);
+}
+
+/* QP attributes: the initiator has no responder (no MAX_DEST_RD_ATOMIC /
+ * MIN_RNR_TIMER at RTR) but retries and read depth at RTS; the target
+ * answers only (RTR like RC, RTS with the ACK timeout and SQ PSN). */
+Test(engine, xrc_qp_attr)
+{
+	struct ibv_qp_attr a;
+	int mask;
+
+	up();
+	rp.qp_type = CMP_QPT_XRC_INI;
+	reach_established();
+	qattr(ca, IBV_QPS_INIT, &a, &mask);
+	EQ(mask, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PORT);
+	qattr(ca, IBV_QPS_RTR, &a, &mask);
+	EQ(mask, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN);
+	EQ(a.dest_qp_num, QPN_B);
+	EQ(a.rq_psn, PSN_A);
+	qattr(ca, IBV_QPS_RTS, &a, &mask);
+	EQ(mask, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+		 IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_TIMEOUT);
+	EQ(a.sq_psn, PSN_B);
+	EQ(a.retry_cnt, 5);
+	EQ(a.rnr_retry, 3); /* the REP's */
+	cr_assert_gt(a.timeout, 0);
+
+	qattr(cb, IBV_QPS_RTR, &a, &mask);
+	EQ(mask, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+		 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	EQ(a.dest_qp_num, QPN_A);
+	EQ(a.rq_psn, PSN_B);
+	EQ(a.max_dest_rd_atomic, 6); /* the REQ's initiator depth */
+	qattr(cb, IBV_QPS_RTS, &a, &mask);
+	EQ(mask, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT);
+	EQ(a.sq_psn, PSN_A);
+}
+
+/* cm_destroy_id: an established XRC target goes without a DREQ; the
+ * initiator's side disconnects with DREQ/DREP as RC does. */
+Test(engine, xrc_destroy_target_sends_no_dreq)
+{
+	struct cmp_cm_msg m;
+
+	up();
+	rp.qp_type = CMP_QPT_XRC_INI;
+	reach_established();
+	cmp_conn_destroy(E(B), cb, T.now);
+	nothing(B);
+	cr_assert_eq(cmp_disconnect(E(A), ca, NULL, 0, T.now), 0);
+	take(A, UMAD_CM_ATTR_DREQ, &m);
 }

@@ -471,7 +471,11 @@ static void do_connect(struct player *p, size_t i)
 	}
 	q.service_id = r->service_id;
 	q.qpn = r->local_qpn;
-	q.qp_type = r->transport_service_type;
+	/* transport 3 with extended type 1: an XRC initiator (issue 14) */
+	q.qp_type = r->transport_service_type == CMP_REQ_TST_XRC &&
+			    r->extended_transport_type == CMP_REQ_ETT_XRC
+		    ? CMP_QPT_XRC_INI
+		    : r->transport_service_type;
 	q.starting_psn = r->starting_psn;
 	q.responder_resources = r->responder_resources;
 	q.initiator_depth = r->initiator_depth;
@@ -502,7 +506,8 @@ static void do_accept(struct player *p, size_t i)
 	const struct cmp_cm_rep *r = &m->cm.u.rep;
 	struct cmp_rep_param q = { 0 };
 
-	q.qpn = r->local_qpn;
+	/* an XRC target's QPN is in the Local EECN */
+	q.qpn = r->local_qpn ? r->local_qpn : r->local_eecn;
 	q.starting_psn = r->starting_psn;
 	q.responder_resources = r->responder_resources;
 	q.initiator_depth = r->initiator_depth;

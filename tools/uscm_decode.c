@@ -86,11 +86,17 @@ static void cm_summary(const struct cmp_cm_msg *cm, FILE *out)
 		if (cmp_sid_split(cm->u.req.service_id, &ps, &port) == 0)
 			fprintf(out, " (%s port %u)", cmp_ps_str(ps), port);
 		fprintf(out, " qpn 0x%06x psn 0x%06x", cm->u.req.local_qpn, cm->u.req.starting_psn);
+		/* the QP type when it is not RC (UC, XRC: issue 14) */
+		if (cm->u.req.transport_service_type)
+			fprintf(out, " type %s", cmp_cm_req_qp_type_str(&cm->u.req));
 		break;
 	case UMAD_CM_ATTR_REP:
 		fprintf(out, " lcid 0x%08x rcid 0x%08x qpn 0x%06x psn 0x%06x",
 			cm->u.rep.local_comm_id, cm->u.rep.remote_comm_id, cm->u.rep.local_qpn,
 			cm->u.rep.starting_psn);
+		/* an XRC target names its QP in the Local EECN */
+		if (cm->u.rep.local_eecn)
+			fprintf(out, " eecn 0x%06x", cm->u.rep.local_eecn);
 		break;
 	case UMAD_CM_ATTR_REJ:
 		fprintf(out, " lcid 0x%08x rcid 0x%08x reason %u (%s)", cm->u.rej.local_comm_id,

@@ -865,10 +865,15 @@ static int resolve_dst(const ib_mad_addr_t *a, const uint8_t *mad, int *dst)
 	if (!roce() && M_CLASS(mad) == 0x81 && !is_response(mad) &&
 	    (be16toh(a->lid) == 0xFFFF || be16toh(a->lid) == 0)) {
 		/* A directed-route SMP from this port (permissive DLID): with
-		 * hop count 0 it is for this node's own SMA; more hops would
-		 * leave through port 1 into a switch, and the fabric has none. */
+		 * hop count 0 it is for this node's own SMA; with hop count 1
+		 * and initial path [1] = port 1 it goes out of port 1 to the
+		 * port at the other end of the cable (simf_neighbor: two nodes
+		 * linked back to back under an external SM), whose SMA takes
+		 * it (a CA forwards no further: more hops are lost). */
 		if (mad[7] == 0)
 			*dst = G.self;
+		else if (mad[7] == 1 && mad[128 + 1] == 1)
+			*dst = simf_neighbor(G.f, G.self);
 		return 0;
 	}
 	if (roce()) {
@@ -989,6 +994,54 @@ static int same_destination(const ib_mad_addr_t *a, const ib_mad_addr_t *b)
 }
 
 /* umad_send under G.lk: 0 or an errno. */
+/* What the kernel's RMPP sender does for a kernel-RMPP agent (IBTA Vol1
+ * 13.6): splits the message into DATA segments, each with the class header
+ * and an RMPP header (version 1, ACTIVE, FIRST on segment 1, LAST on the
+ * last one, PayloadLength: the whole payload in the first, what the last
+ * one carries in the last), and sends them. Simplified: the segments go out
+ * back to back, without waiting for the receiver's window (its ACKs are
+ * consumed on arrival, see rx) and without retransmission, so a lost
+ * segment loses the message (the receiver times out). Responses only: a
+ * segmented request (an SA Set of a large record) fails with EINVAL. */
+static int send_rmpp_locked(struct uport *up, const struct simf_node *me, struct agent *ag,
+			    const struct ib_user_mad *m, size_t length)
+{
+	size_t hl = data_offset(m->data[1]), dl = MAD_SIZE - hl, data, nseg;
+	uint8_t mad[MAD_SIZE], pkt[PKT_LEN];
+	uint32_t qpn = be32toh(m->addr.qpn) & 0xFFFFFF;
+	int dst, unserved, e;
+
+	if (length < hl || length > RMPP_MAX_LEN || !is_response(m->data))
+		return EINVAL;
+	data = length - hl;
+	nseg = data ? (data + dl - 1) / dl : 1;
+	for (size_t i = 0; i < nseg; i++) {
+		size_t n = data - i * dl < dl ? data - i * dl : dl;
+		uint8_t fl = RMPP_FLAG_ACTIVE;
+
+		memset(mad, 0, sizeof(mad));
+		memcpy(mad, m->data, hl);
+		memcpy(mad + hl, m->data + hl + i * dl, n);
+		if (i == 0)
+			fl |= RMPP_FLAG_FIRST;
+		if (i == nseg - 1)
+			fl |= RMPP_FLAG_LAST;
+		mad[24] = 1;                                    /* RMPPVersion */
+		mad[25] = RMPP_TYPE_DATA;
+		mad[26] = (uint8_t)((m->data[26] & 0xF8) | fl); /* RRespTime kept */
+		mad[27] = 0;                                    /* RMPPStatus */
+		put32(mad + 28, (uint32_t)(i + 1));             /* SegmentNumber */
+		put32(mad + 32, i == 0 ? (uint32_t)(length - RMPP_HDR_END)
+			       : i == nseg - 1 ? (uint32_t)(hl - RMPP_HDR_END + n) : 0);
+		build_pkt(pkt, m->addr.sl, roce() || m->addr.grh_present, me->pkeys[m->addr.pkey_index], qpn,
+			  up->psn++, ag->qpn ? QKEY_GSI : 0, ag->qpn, mad);
+		e = xmit(up, &m->addr, pkt, &dst, &unserved);
+		if (e)
+			return e;
+	}
+	return 0;
+}
+
 static int send_locked(struct uport *up, struct ib_user_mad *m, size_t length)
 {
 	const struct simf_node *me = node(G.self);
@@ -1003,10 +1056,12 @@ static int send_locked(struct uport *up, struct ib_user_mad *m, size_t length)
 	ag = &up->agents[m->agent_id];
 	if (!ag->used)
 		return EIO;
-	if (length > MAD_SIZE)
-		return EINVAL; /* no RMPP segmentation (yet): single-MAD sends */
 	if (m->addr.pkey_index >= SIMF_PKEYS)
 		return EINVAL;
+	if (kernel_rmpp(ag) && is_rmpp_class(m->data[1]) && (m->data[26] & RMPP_FLAG_ACTIVE))
+		return send_rmpp_locked(up, me, ag, m, length);
+	if (length > MAD_SIZE)
+		return EINVAL; /* only an active RMPP MAD of a kernel-RMPP agent is segmented */
 	memset(mad, 0, sizeof(mad));
 	memcpy(mad, m->data, length);
 	resp = is_response(mad);
@@ -1023,6 +1078,8 @@ static int send_locked(struct uport *up, struct ib_user_mad *m, size_t length)
 	qpn = be32toh(m->addr.qpn) & 0xFFFFFF;
 	build_pkt(pkt, m->addr.sl, roce() || m->addr.grh_present, me->pkeys[m->addr.pkey_index], qpn,
 		  up->psn++, ag->qpn ? QKEY_GSI : 0, ag->qpn, mad);
+	if (roce())
+		pkt[4] = SIMF_RESV8A_SET_SGID(pkt[4], m->addr.gid_index);
 	e = xmit(up, &m->addr, pkt, &dst, &unserved);
 	if (e)
 		return e;
@@ -1101,9 +1158,16 @@ static void fill_rx_addr(ib_mad_addr_t *a, int src, uint32_t src_qp, uint8_t res
 	a->pkey_index = (uint16_t)pkey_index;
 	if (roce() || SIMF_RESV8A_GRH(resv8a)) {
 		a->grh_present = 1;
-		a->gid_index = 0;
+		/* the local GID the MAD was sent to: RoCEv2 puts source and
+		 * destination in one IP header, so an IPv6 source came to our
+		 * (first) IPv6 GID; the sim carries no DGID index */
+		a->gid_index = roce() && SIMF_RESV8A_SGID(resv8a) &&
+					       simf_node_sgid(G.f, G.self, 1) != node(G.self)->gid
+				       ? 1
+				       : 0;
 		a->hop_limit = roce() ? 64 : 0xFF;
-		memcpy(a->gid, node(src)->gid, 16);
+		memcpy(a->gid, roce() ? simf_node_sgid(G.f, src, SIMF_RESV8A_SGID(resv8a)) : node(src)->gid,
+		       16);
 	}
 }
 
@@ -1402,6 +1466,12 @@ static void rx_datagram(struct uport *up, uint8_t *pkt, size_t len, int src, uin
 		drop("request no agent of this port serves", src);
 		return;
 	}
+	/* An RMPP ACK/STOP/ABORT for what a kernel-RMPP agent sent: the
+	 * kernel's RMPP sender takes it (here: consumes it, see
+	 * send_rmpp_locked), the agent never sees it. */
+	if (kernel_rmpp(&up->agents[i]) && is_rmpp_class(M_CLASS(mad)) && (mad[26] & RMPP_FLAG_ACTIVE) &&
+	    mad[25] != RMPP_TYPE_DATA)
+		return;
 	up->recent[up->recent_next].src = src;
 	up->recent[up->recent_next].tid = get64(mad + 8);
 	up->recent[up->recent_next].mgmt_class = M_CLASS(mad);

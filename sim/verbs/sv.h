@@ -21,18 +21,25 @@
 
 #define SV_EXPORT __attribute__((visibility("default")))
 
-/* Device limits (what query_device reports and create/modify enforce). */
-#define SV_MAX_QP 32768 /* a QP is a UDP socket: fds, and QPNs below SIMF_MAX_QPN, are the real limit */
-#define SV_MAX_QP_WR 16384
-#define SV_MAX_SGE 16
-#define SV_MAX_CQ 4096
-#define SV_MAX_CQE 65535
-#define SV_MAX_MR 65536
-#define SV_MAX_PD 4096
+/* Device limits (what query_device reports and create/modify enforce): those
+ * of a Mellanox ConnectX-6 (MT4123) as `ibv_devinfo -v` reports them on mlx5,
+ * except where the sim itself is the limit (QPs, P_Keys, multicast: see the
+ * comments and docs/sim.md). Rings (CQ, SQ, RQ, SRQ) are calloc'ed at their
+ * size: glibc maps a large one fresh and leaves it untouched, so a 262144-entry
+ * CQ costs address space, not memory, until completions fill it. */
+#define SV_MAX_QP 32768 /* CX-6: 262144; a QP is a UDP socket: fds, and QPNs below SIMF_MAX_QPN, are the real limit */
+#define SV_MAX_QP_WR 32768
+#define SV_MAX_SGE 30                 /* send and receive SGEs, and max_sge_rd */
+#define SV_MAX_SRQ_SGE 31
+#define SV_MAX_CQ 16777216
+#define SV_MAX_CQE 4194303
+#define SV_MAX_MR 16777215 /* CX-6: 16777216; keys are slot << 8 | tag with 24-bit slots, slot 0 unused */
+#define SV_MAX_PD 16777216
 #define SV_MAX_RD_ATOM 16
-#define SV_MAX_SRQ 1024
-#define SV_MAX_SRQ_WR 16384
-#define SV_MAX_AH 65536
+#define SV_MAX_SRQ 8388608
+#define SV_MAX_SRQ_WR 32767
+#define SV_MAX_AH 2147483647
+#define SV_LOCAL_CA_ACK_DELAY 15 /* CX-6: 16; see docs/sim.md */
 #define SV_MAX_INLINE 512
 #define SV_MIN_INLINE 64 /* inline capacity every send queue has */
 #define SV_MAX_MCAST_GRP SIMF_MAX_MCG
@@ -52,7 +59,9 @@ enum {
 	OP_READ_RESP_LAST = 0x0F, OP_READ_RESP_ONLY = 0x10, OP_ACK = 0x11,
 	OP_ATOMIC_ACK = 0x12, OP_CMP_SWAP = 0x13, OP_FETCH_ADD = 0x14,
 	OP_UC = 0x20, OP_UD = 0x60,
+	OP_XRC = 0xA0, /* XRC: transport 101; requests carry an XRCETH after the BTH */
 };
+#define XRCETH_LEN 4  /* 8 reserved bits, the 24-bit XRC SRQ number */
 #define RETH_LEN 16
 #define AETH_LEN 4
 #define IMM_LEN 4
@@ -69,6 +78,11 @@ enum {
 
 struct sv_device {
 	struct ibv_device dev;        /* must be first */
+	/* Where rdma-core's struct verbs_device has its provider's ops: NULL, so
+	 * a provider's dv functions (mlx5dv_is_supported, ...) that a program
+	 * linking the provider calls see a device that is not theirs. */
+	const void *verbs_ops;
+	uint32_t magic;               /* SV_DEVICE_MAGIC */
 	int node;
 	uint64_t guid;                /* host order */
 };
@@ -95,7 +109,9 @@ struct sv_ctx {
 	unsigned key_tag;
 	int async_wfd;                /* write end; context.async_fd is the read end */
 	struct sv_async *aq_head, *aq_tail;
-	uint32_t nqp, ncq, npd, nmr, nsrq, nah;
+	uint32_t nqp, ncq, npd, nmr, nsrq, nah, nxrcd;
+	struct sv_srq *xsrqs;         /* the context's XRC SRQs, by srqn lookup */
+	uint32_t next_srqn;           /* SRQ numbers: 24 bits, never 0 */
 	int port_state;               /* last seen, for port events */
 	uint32_t bad_pkey, qkey_viol; /* port counters */
 	uint16_t port_lid;
@@ -132,6 +148,13 @@ struct sv_cq {
 	int refs;                     /* QPs using it */
 };
 
+/* An XRC domain: XRC SRQs and XRC target QPs of one domain serve each
+ * other only. Opened with fd -1 (private to the context). */
+struct sv_xrcd {
+	struct ibv_xrcd xrcd;         /* must be first */
+	int refs;                     /* XRC SRQs and target QPs in it */
+};
+
 struct sv_srq {
 	struct ibv_srq srq;
 	struct sv_rwqe *ring;
@@ -139,6 +162,11 @@ struct sv_srq {
 	unsigned limit;
 	struct sv_pd *pd;
 	int refs;                     /* QPs using it */
+	uint32_t srqn;                /* ibv_get_srq_num */
+	/* XRC (IBV_SRQT_XRC): the domain, and the CQ its receives complete on */
+	struct sv_xrcd *xrcd;
+	struct sv_cq *cq;
+	struct sv_srq *xnext;         /* ctx->xsrqs */
 };
 
 struct sv_ah {
@@ -149,7 +177,7 @@ struct sv_ah {
 struct sv_rwqe {
 	uint64_t wr_id;
 	int nsge;
-	struct ibv_sge sge[SV_MAX_SGE];
+	struct ibv_sge sge[SV_MAX_SRQ_SGE];
 };
 
 struct sv_swqe {
@@ -164,6 +192,7 @@ struct sv_swqe {
 	uint64_t raddr;
 	uint32_t rkey;
 	uint64_t compare_add, swap;
+	uint32_t remote_srqn;         /* XRC initiator: the XRCETH's SRQ number */
 	/* UD */
 	struct ibv_ah_attr ah;
 	uint32_t remote_qpn, remote_qkey;
@@ -188,6 +217,7 @@ struct sv_resp {
 	uint8_t *w_ptr;
 	int uc_drop;                  /* UC: drop until the next FIRST/ONLY */
 	int comm_est;                 /* COMM_EST delivered */
+	struct sv_srq *cur_srq;       /* XRC target: the SRQ cur was taken from */
 	/* replay cache for atomics */
 	uint32_t at_psn[4];
 	uint64_t at_val[4];
@@ -233,15 +263,36 @@ struct sv_qp {
 	struct { uint8_t gid[16]; uint16_t lid; } mcg[16]; /* attached groups */
 	int nmcg;
 	uint64_t drops;               /* datagrams dropped: no receive (UD) */
+	/* XRC target (IBV_QPT_XRC_RECV): no PD, CQs nor queues of its own; a
+	 * request names an XRC SRQ of xrcd, whose PD and CQ then serve it */
+	struct sv_xrcd *xrcd;
+	struct sv_srq *rx_srq;        /* the SRQ of the request being handled */
+	uint8_t refs_taken;           /* bit 0 pd, 1 send_cq, 2 recv_cq */
 };
 
+static inline int sv_is_xrc(const struct sv_qp *q)
+{
+	return q->qp.qp_type == IBV_QPT_XRC_SEND || q->qp.qp_type == IBV_QPT_XRC_RECV;
+}
+/* Reliable (acknowledged) transports: RC and both XRC sides. */
+static inline int sv_is_reliable(const struct sv_qp *q)
+{
+	return q->qp.qp_type == IBV_QPT_RC || sv_is_xrc(q);
+}
+
+#define SV_DEVICE_MAGIC 0x75736d76u /* "usmv" */
+
 /* ---- sv_device.c ---- */
+int sv_is_device(const struct ibv_device *device); /* one of ours */
 struct simf *sv_fabric_get(void);
 void sv_fabric_put(void);
 int sv_port_active_mtu(const struct sv_ctx *c);
 uint16_t sv_pkey(const struct sv_ctx *c, unsigned idx);
 void sv_node_gid(const struct sv_ctx *c, int node, uint8_t gid[16]);
 uint16_t sv_node_lid(const struct sv_ctx *c, int node);
+
+/* ---- sv_private.c ---- */
+unsigned sv_registered_drivers(void); /* providers that called verbs_register_driver_34 */
 
 /* ---- sv_res.c ---- */
 static inline struct sv_ctx *sv_ctx(struct ibv_context *c)
@@ -253,6 +304,11 @@ struct sv_mr *sv_mr_by_key(struct sv_ctx *c, uint32_t key);
 void sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc, int solicited);
 void sv_async_push(struct sv_ctx *c, const struct ibv_async_event *ev);
 int sv_srq_pop(struct sv_srq *s, struct sv_rwqe *out);
+struct sv_srq *sv_xsrq_by_num(struct sv_ctx *c, uint32_t srqn);
+struct ibv_xrcd *sv_open_xrcd(struct ibv_context *context, struct ibv_xrcd_init_attr *a);
+int sv_close_xrcd(struct ibv_xrcd *xrcd);
+struct ibv_srq *sv_create_srq_ex(struct ibv_context *context, struct ibv_srq_init_attr_ex *a);
+int sv_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num);
 
 /* ---- sv_qp.c ---- */
 void sv_qp_to_error(struct sv_qp *q);     /* lock held: state ERR and flush */

@@ -124,6 +124,8 @@ static size_t bth(uint8_t *p, const struct sv_qp *q, uint8_t opcode, uint32_t dq
 	b.pad = (uint8_t)((4 - payload % 4) % 4);
 	b.tver = 0;
 	b.resv8a = SIMF_RESV8A(av ? av->sl : 0, grh);
+	if (av && q->ctx->link == SIMF_LINK_ROCE)
+		b.resv8a = SIMF_RESV8A_SET_SGID(b.resv8a, av->grh.sgid_index);
 	b.pkey = qp_pkey(q);
 	b.dest_qp = dqpn & 0xFFFFFF;
 	b.ack_req = (uint8_t)!!ackreq;
@@ -158,6 +160,22 @@ static uint8_t *mr_ptr(struct sv_ctx *c, const struct ibv_pd *pd, uint32_t key, 
 	if (va < m->iova || len > m->mr.length || va - m->iova > m->mr.length - len)
 		return NULL;
 	return (uint8_t *)m->mr.addr + (va - m->iova);
+}
+
+/* The PD the responder's memory accesses check keys against: an XRC
+ * target has none of its own and uses the PD of the XRC SRQ the request
+ * names (q->rx_srq, set while the request is handled). */
+static const struct ibv_pd *data_pd(const struct sv_qp *q)
+{
+	if (q->qp.qp_type == IBV_QPT_XRC_RECV)
+		return q->rx_srq ? &q->rx_srq->pd->pd : NULL;   /* NULL: no key matches */
+	return q->qp.pd;
+}
+
+/* A responder's opcode: an XRC target answers with the XRC transport bits. */
+static uint8_t resp_op(const struct sv_qp *q, uint8_t op)
+{
+	return q->qp.qp_type == IBV_QPT_XRC_RECV ? (uint8_t)(op | OP_XRC) : op;
 }
 
 /* Copies [off, off+n) of a send WQE's data to dst. -1: protection error. */
@@ -206,7 +224,7 @@ static int scatter(struct sv_qp *q, const struct ibv_sge *sge, int nsge, uint32_
 			continue;
 		}
 		take = s->length - off < n ? s->length - off : n;
-		dst = mr_ptr(q->ctx, q->qp.pd, s->lkey, s->addr + off, take, IBV_ACCESS_LOCAL_WRITE);
+		dst = mr_ptr(q->ctx, data_pd(q), s->lkey, s->addr + off, take, IBV_ACCESS_LOCAL_WRITE);
 		if (!dst)
 			return -1;
 		memcpy(dst, src, take);
@@ -319,13 +337,19 @@ static int send_packet(struct sv_qp *q, struct sv_swqe *w, uint32_t pkt)
 	static __thread uint8_t buf[SV_PKT_MAX + 64];
 	uint32_t mtu = mtu_bytes(q->mtu), psn = psn_add(w->first_psn, pkt), off = pkt * mtu;
 	int uc = q->qp.qp_type == IBV_QPT_UC, node = av_node(q->ctx, &q->av);
+	int xrc = q->qp.qp_type == IBV_QPT_XRC_SEND;
 	int first = pkt == 0, last = pkt + 1 == w->npkts, ackreq;
 	uint32_t n = 0;
 	size_t len;
 	uint8_t op;
 
 	if (w->opcode == IBV_WR_RDMA_READ) {
-		len = bth(buf, q, OP_READ_REQ, q->dest_qpn, psn, 1, 0, 0, &q->av);
+		len = bth(buf, q, xrc ? OP_READ_REQ | OP_XRC : OP_READ_REQ, q->dest_qpn, psn, 1, 0, 0,
+			  &q->av);
+		if (xrc) {
+			put32(buf + len, w->remote_srqn & 0xFFFFFF);
+			len += XRCETH_LEN;
+		}
 		put64(buf + len, w->raddr + off);
 		put32(buf + len + 8, w->rkey);
 		put32(buf + len + 12, w->len - off);
@@ -335,7 +359,11 @@ static int send_packet(struct sv_qp *q, struct sv_swqe *w, uint32_t pkt)
 	}
 	if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
 		op = w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? OP_CMP_SWAP : OP_FETCH_ADD;
-		len = bth(buf, q, op, q->dest_qpn, psn, 1, 0, 0, &q->av);
+		len = bth(buf, q, xrc ? op | OP_XRC : op, q->dest_qpn, psn, 1, 0, 0, &q->av);
+		if (xrc) {
+			put32(buf + len, w->remote_srqn & 0xFFFFFF);
+			len += XRCETH_LEN;
+		}
 		put64(buf + len, w->raddr);
 		put32(buf + len + 8, w->rkey);
 		put64(buf + len + 12, w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? w->swap : w->compare_add);
@@ -359,9 +387,16 @@ static int send_packet(struct sv_qp *q, struct sv_swqe *w, uint32_t pkt)
 		     : OP_SEND_MIDDLE;
 	if (uc)
 		op |= OP_UC;
+	if (xrc)
+		op |= OP_XRC;
 	ackreq = !uc && (last || (pkt + 1) % SV_ACK_EVERY == 0);
 	len = bth(buf, q, op, q->dest_qpn, psn, ackreq,
 		  last && (w->flags & IBV_SEND_SOLICITED), n, &q->av);
+	if (xrc) {
+		/* every XRC request packet names the target's SRQ */
+		put32(buf + len, w->remote_srqn & 0xFFFFFF);
+		len += XRCETH_LEN;
+	}
 	if (wr && first) {
 		put64(buf + len, w->raddr);
 		put32(buf + len + 8, w->rkey);
@@ -660,7 +695,7 @@ static void rx_read_resp(struct sv_qp *q, const struct simf_bth *b, const uint8_
 static void send_ack(struct sv_qp *q, uint32_t psn, uint8_t syn)
 {
 	uint8_t buf[64];
-	size_t len = bth(buf, q, OP_ACK, q->dest_qpn, psn, 0, 0, 0, &q->av);
+	size_t len = bth(buf, q, resp_op(q, OP_ACK), q->dest_qpn, psn, 0, 0, 0, &q->av);
 
 	put32(buf + len, (uint32_t)syn << 24 | (q->r.msn & 0xFFFFFF));
 	len += AETH_LEN;
@@ -669,6 +704,8 @@ static void send_ack(struct sv_qp *q, uint32_t psn, uint8_t syn)
 
 static int take_rwqe(struct sv_qp *q, struct sv_rwqe *out)
 {
+	if (q->qp.qp_type == IBV_QPT_XRC_RECV)
+		return q->rx_srq ? sv_srq_pop(q->rx_srq, out) : -1;
 	if (q->qp.srq)
 		return sv_srq_pop((struct sv_srq *)q->qp.srq, out);
 	if (!q->rq_count)
@@ -700,13 +737,15 @@ static void recv_complete(struct sv_qp *q, const struct sv_rwqe *r, int status, 
 	wc.pkey_index = q->pkey_index;
 	wc.slid = src_node >= 0 ? sv_node_lid(q->ctx, src_node) : 0;
 	wc.sl = (uint8_t)SIMF_RESV8A_SL(b->resv8a);
-	sv_cq_push((struct sv_cq *)q->qp.recv_cq, &wc, b->se || status != IBV_WC_SUCCESS);
+	/* an XRC target's receives complete on the CQ of the XRC SRQ */
+	sv_cq_push(q->qp.qp_type == IBV_QPT_XRC_RECV ? q->rx_srq->cq : (struct sv_cq *)q->qp.recv_cq,
+		   &wc, b->se || status != IBV_WC_SUCCESS);
 }
 
 /* A responder-side fatal error: NAK (RC), QP to error. */
 static void resp_error(struct sv_qp *q, uint32_t psn, uint8_t nak, int async)
 {
-	if (q->qp.qp_type == IBV_QPT_RC)
+	if (sv_is_reliable(q))
 		send_ack(q, psn, nak);
 	if (async)
 		async_qp(q, (enum ibv_event_type)async);
@@ -721,7 +760,7 @@ static void do_read(struct sv_qp *q, uint32_t psn, uint64_t va, uint32_t rkey, u
 	const uint8_t *src = NULL;
 
 	if (dlen) {
-		src = mr_ptr(q->ctx, q->qp.pd, rkey, va, dlen, IBV_ACCESS_REMOTE_READ);
+		src = mr_ptr(q->ctx, data_pd(q), rkey, va, dlen, IBV_ACCESS_REMOTE_READ);
 		if (!src || !(q->access & IBV_ACCESS_REMOTE_READ)) {
 			resp_error(q, psn, AETH_NAK_ACC, IBV_EVENT_QP_ACCESS_ERR);
 			return;
@@ -731,7 +770,7 @@ static void do_read(struct sv_qp *q, uint32_t psn, uint64_t va, uint32_t rkey, u
 		uint32_t n = dlen - i * mtu < mtu ? dlen - i * mtu : mtu;
 		uint8_t op = npkts == 1 ? OP_READ_RESP_ONLY : i == 0 ? OP_READ_RESP_FIRST
 			   : i + 1 == npkts ? OP_READ_RESP_LAST : OP_READ_RESP_MIDDLE;
-		size_t len = bth(buf, q, op, q->dest_qpn, psn_add(psn, i), 0, 0, n, &q->av);
+		size_t len = bth(buf, q, resp_op(q, op), q->dest_qpn, psn_add(psn, i), 0, 0, n, &q->av);
 
 		if (op != OP_READ_RESP_MIDDLE) {
 			put32(buf + len, (uint32_t)AETH_ACK << 24 | (q->r.msn & 0xFFFFFF));
@@ -747,7 +786,7 @@ static void do_read(struct sv_qp *q, uint32_t psn, uint64_t va, uint32_t rkey, u
 static void send_atomic_ack(struct sv_qp *q, uint32_t psn, uint64_t orig)
 {
 	uint8_t buf[64];
-	size_t len = bth(buf, q, OP_ATOMIC_ACK, q->dest_qpn, psn, 0, 0, 0, &q->av);
+	size_t len = bth(buf, q, resp_op(q, OP_ATOMIC_ACK), q->dest_qpn, psn, 0, 0, 0, &q->av);
 
 	put32(buf + len, (uint32_t)AETH_ACK << 24 | (q->r.msn & 0xFFFFFF));
 	put64(buf + len + AETH_LEN, orig);
@@ -757,7 +796,7 @@ static void send_atomic_ack(struct sv_qp *q, uint32_t psn, uint64_t orig)
 
 static void rx_request(struct sv_qp *q, int src, const struct simf_bth *b, const uint8_t *p, size_t n)
 {
-	int rc = q->qp.qp_type == IBV_QPT_RC;
+	int rc = sv_is_reliable(q);
 	uint8_t op = b->opcode & 0x1F;
 	int32_t d = psn_diff(b->psn, q->r.epsn);
 	struct sv_resp *r = &q->r;
@@ -793,6 +832,13 @@ static void rx_request(struct sv_qp *q, int src, const struct simf_bth *b, const
 			return;
 		}
 	}
+	if (q->qp.qp_type == IBV_QPT_XRC_RECV && !q->rx_srq) {
+		/* The XRCETH names no XRC SRQ of the target's XRC domain: NAK
+		 * invalid request (the requester completes with
+		 * IBV_WC_REM_INV_REQ_ERR), the target QP goes to error. */
+		resp_error(q, b->psn, AETH_NAK_INV, 0);
+		return;
+	}
 	r->nak_sent = 0;
 	if (q->state == IBV_QPS_RTR && !r->comm_est) {
 		r->comm_est = 1;
@@ -823,6 +869,7 @@ static void rx_request(struct sv_qp *q, int src, const struct simf_bth *b, const
 					return;
 				}
 				r->have_cur = 1;
+				r->cur_srq = q->rx_srq;
 			}
 			r->cur_off = 0;
 			r->in_msg = 1;
@@ -875,7 +922,7 @@ static void rx_request(struct sv_qp *q, int src, const struct simf_bth *b, const
 			n -= RETH_LEN;
 			r->w_ptr = NULL;
 			if (r->w_total) {
-				r->w_ptr = mr_ptr(q->ctx, q->qp.pd, r->w_rkey, r->w_va, r->w_total,
+				r->w_ptr = mr_ptr(q->ctx, data_pd(q), r->w_rkey, r->w_va, r->w_total,
 						  IBV_ACCESS_REMOTE_WRITE);
 				if (!r->w_ptr || !(q->access & IBV_ACCESS_REMOTE_WRITE)) {
 					if (rc) {
@@ -953,7 +1000,7 @@ static void rx_request(struct sv_qp *q, int src, const struct simf_bth *b, const
 		va = get64(p);
 		a = get64(p + 12);
 		cmp = get64(p + 20);
-		m = (va & 7) ? NULL : mr_ptr(q->ctx, q->qp.pd, get32(p + 8), va, 8, IBV_ACCESS_REMOTE_ATOMIC);
+		m = (va & 7) ? NULL : mr_ptr(q->ctx, data_pd(q), get32(p + 8), va, 8, IBV_ACCESS_REMOTE_ATOMIC);
 		if (!m || !(q->access & IBV_ACCESS_REMOTE_ATOMIC)) {
 			resp_error(q, b->psn, (va & 7) ? AETH_NAK_INV : AETH_NAK_ACC,
 				   IBV_EVENT_QP_ACCESS_ERR);
@@ -1001,12 +1048,26 @@ static uint16_t ip_csum(const uint8_t *h, size_t n)
 
 /* The 40 bytes a UD receive buffer starts with: an IB GRH, or on RoCEv2
  * (IPv4-mapped GIDs) 20 zero bytes and the IPv4 header. */
-static void make_grh(struct sv_ctx *c, uint8_t g[40], int src, const uint8_t dgid[16], size_t pktlen)
+static void make_grh(struct sv_ctx *c, uint8_t g[40], int src, const uint8_t dgid[16], size_t pktlen,
+		     unsigned sgid_index)
 {
+	static const uint8_t v4[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 	const struct simf_state *st = c->f->st;
+	const uint8_t *sgid = src >= 0 ? simf_node_sgid(c->f, src, sgid_index) : NULL;
 
 	memset(g, 0, 40);
-	if (c->link == SIMF_LINK_ROCE) {
+	if (c->link == SIMF_LINK_ROCE && sgid && memcmp(sgid, v4, 12)) {
+		/* RoCEv2 over IPv6: the 40 bytes are the IPv6 header */
+		size_t plen = 8 + pktlen;
+
+		g[0] = 0x60;
+		g[4] = (uint8_t)(plen >> 8);
+		g[5] = (uint8_t)plen;
+		g[6] = 17;     /* next header: UDP */
+		g[7] = 64;
+		memcpy(g + 8, sgid, 16);
+		memcpy(g + 24, dgid, 16);
+	} else if (c->link == SIMF_LINK_ROCE) {
 		uint8_t *ip = g + 20;
 		uint32_t sip = src >= 0 ? st->nodes[src].ip : 0, dip;
 		size_t tot = 20 + 8 + pktlen;
@@ -1070,11 +1131,15 @@ static void rx_ud(struct sv_qp *q, int src, const struct simf_bth *b, const uint
 	grh = q->ctx->link == SIMF_LINK_ROCE || SIMF_RESV8A_GRH(b->resv8a);
 	if (b->dest_qp == 0xFFFFFF && q->nmcg)
 		memcpy(dgid, q->mcg[0].gid, 16);
+	else if (q->ctx->link == SIMF_LINK_ROCE && SIMF_RESV8A_SGID(b->resv8a))
+		/* from an IPv6 GID: to ours (RoCEv2 keeps one IP version) */
+		memcpy(dgid, simf_node_sgid(q->ctx->f, q->ctx->node, 1), 16);
 	else
 		sv_node_gid(q->ctx, q->ctx->node, dgid);
 	e = 0;
 	if (grh) {
-		make_grh(q->ctx, g, src, dgid, pktlen);
+		make_grh(q->ctx, g, src, dgid, pktlen,
+			 q->ctx->link == SIMF_LINK_ROCE ? SIMF_RESV8A_SGID(b->resv8a) : 0);
 		e = scatter(q, rw.sge, rw.nsge, 0, g, 40);
 	}
 	if (!e && n)
@@ -1151,12 +1216,13 @@ static int check_send_wr(struct sv_qp *q, const struct ibv_send_wr *wr, uint32_t
 			return EINVAL;
 		break;
 	case IBV_WR_RDMA_READ:
-		if (t != IBV_QPT_RC || (wr->send_flags & IBV_SEND_INLINE))
+		if ((t != IBV_QPT_RC && t != IBV_QPT_XRC_SEND) || (wr->send_flags & IBV_SEND_INLINE))
 			return EINVAL;
 		break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		if (t != IBV_QPT_RC || wr->num_sge != 1 || wr->sg_list[0].length != 8 ||
+		if ((t != IBV_QPT_RC && t != IBV_QPT_XRC_SEND) || wr->num_sge != 1 ||
+		    wr->sg_list[0].length != 8 ||
 		    (wr->send_flags & IBV_SEND_INLINE) || (wr->wr.atomic.remote_addr & 7))
 			return EINVAL;
 		break;
@@ -1197,6 +1263,10 @@ int sv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *
 		struct sv_swqe *w;
 		uint32_t len;
 
+		if (qp->qp_type == IBV_QPT_XRC_RECV) {
+			e = EINVAL;   /* an XRC target has no send queue */
+			break;
+		}
 		if (q->state == IBV_QPS_ERR) {
 			flush_wr(q, wr);
 			continue;
@@ -1223,6 +1293,8 @@ int sv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *
 			memcpy(w->sge, wr->sg_list, (size_t)wr->num_sge * sizeof(struct ibv_sge));
 		w->len = len;
 		w->status = IBV_WC_SUCCESS;
+		if (qp->qp_type == IBV_QPT_XRC_SEND)
+			w->remote_srqn = wr->qp_type.xrc.remote_srqn & 0xFFFFFF;
 		if (wr->send_flags & IBV_SEND_INLINE) {
 			uint32_t off = 0;
 			int i;
@@ -1293,7 +1365,8 @@ int sv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr *
 	for (; wr; wr = wr->next) {
 		struct sv_rwqe *r;
 
-		if (qp->srq || q->state == IBV_QPS_RESET) {
+		if (qp->srq || q->state == IBV_QPS_RESET || sv_is_xrc(q)) {
+			/* XRC: initiators receive nothing, targets through XRC SRQs */
 			e = EINVAL;
 			break;
 		}
@@ -1358,8 +1431,10 @@ static void rx_packet(struct sv_qp *q, int src, uint16_t sport, uint8_t *pkt, si
 		rx_ud(q, src, &b, p, n, len);
 		return;
 	}
-	if ((b.opcode & 0xE0) != (t == IBV_QPT_UC ? OP_UC : 0))
+	if ((b.opcode & 0xE0) != (t == IBV_QPT_UC ? OP_UC : sv_is_xrc(q) ? OP_XRC : 0))
 		return;
+	if (sv_is_xrc(q))
+		b.opcode &= 0x1F;   /* below, XRC is RC */
 	/* connected: only the peer's QP on the peer's node */
 	if (sport != simf_qp_port(q->dest_qpn) || src != av_node(q->ctx, &q->av))
 		return;
@@ -1367,16 +1442,30 @@ static void rx_packet(struct sv_qp *q, int src, uint16_t sport, uint8_t *pkt, si
 		return;
 	switch (b.opcode) {
 	case OP_ACK:
-		if (t == IBV_QPT_RC && q->state != IBV_QPS_RTR)
+		if ((t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND) && q->state != IBV_QPS_RTR)
 			rx_ack(q, &b, p, n);
 		return;
 	case OP_READ_RESP_FIRST: case OP_READ_RESP_MIDDLE: case OP_READ_RESP_LAST:
 	case OP_READ_RESP_ONLY: case OP_ATOMIC_ACK:
-		if (t == IBV_QPT_RC && q->state != IBV_QPS_RTR)
+		if ((t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND) && q->state != IBV_QPS_RTR)
 			rx_read_resp(q, &b, p, n);
 		return;
 	default:
+		if (t == IBV_QPT_XRC_SEND)
+			return;   /* an initiator answers no requests */
+		if (t == IBV_QPT_XRC_RECV) {
+			struct sv_srq *s;
+
+			if (n < XRCETH_LEN)
+				return;
+			s = sv_xsrq_by_num(q->ctx, get32(p) & 0xFFFFFF);
+			/* only an SRQ of the target's own XRC domain */
+			q->rx_srq = s && s->xrcd == q->xrcd ? s : NULL;
+			p += XRCETH_LEN;
+			n -= XRCETH_LEN;
+		}
 		rx_request(q, src, &b, p, n);
+		q->rx_srq = NULL;
 		return;
 	}
 }
@@ -1419,6 +1508,7 @@ static int port_state_now(struct sv_ctx *c)
 	if (!__atomic_load_n(&n->link_up, __ATOMIC_RELAXED))
 		return IBV_PORT_DOWN;
 	return n->port_state == SIMF_PORT_ACTIVE ? IBV_PORT_ACTIVE
+	       : n->port_state == SIMF_PORT_ARMED ? IBV_PORT_ARMED
 	       : n->port_state == SIMF_PORT_INIT ? IBV_PORT_INIT : IBV_PORT_DOWN;
 }
 

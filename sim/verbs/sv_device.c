@@ -6,6 +6,9 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +100,7 @@ SV_EXPORT struct ibv_device **ibv_get_device_list(int *num)
 		struct sv_device *d = calloc(1, sizeof(*d));
 
 		if (d) {
+			d->magic = SV_DEVICE_MAGIC;
 			d->node = n;
 			d->guid = f->st->nodes[n].guid;
 			d->dev.node_type = IBV_NODE_CA;
@@ -120,6 +124,11 @@ SV_EXPORT struct ibv_device **ibv_get_device_list(int *num)
 	return list;
 }
 SV_COMPAT_1_0(ibv_get_device_list)
+
+int sv_is_device(const struct ibv_device *device)
+{
+	return device && ((const struct sv_device *)device)->magic == SV_DEVICE_MAGIC;
+}
 
 SV_EXPORT void ibv_free_device_list(struct ibv_device **list)
 {
@@ -194,6 +203,10 @@ SV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	c->vctx.query_port = sv_query_port_ex;
 	c->vctx.query_device_ex = sv_query_device_ex;
 	c->vctx.create_qp_ex = sv_create_qp_ex;
+	c->vctx.open_xrcd = sv_open_xrcd;
+	c->vctx.close_xrcd = sv_close_xrcd;
+	c->vctx.create_srq_ex = sv_create_srq_ex;
+	c->vctx.get_srq_num = sv_get_srq_num;
 
 	struct ibv_context *ic = &c->vctx.context;
 	ic->device = device;
@@ -296,7 +309,7 @@ static void fill_device_attr(struct sv_ctx *c, struct ibv_device_attr *a)
 	a->node_guid = htobe64(c->dev->guid);
 	a->sys_image_guid = htobe64(c->dev->guid);
 	a->max_mr_size = ~0ULL;
-	a->page_size_cap = 0xFFFFF000ULL;
+	a->page_size_cap = 0xFFFFFFFFFFFFF000ULL;
 	a->vendor_id = 0;
 	a->vendor_part_id = 0;
 	a->hw_ver = 0;
@@ -306,7 +319,7 @@ static void fill_device_attr(struct sv_ctx *c, struct ibv_device_attr *a)
 			      IBV_DEVICE_UD_AV_PORT_ENFORCE | IBV_DEVICE_CURR_QP_STATE_MOD |
 			      IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID |
 			      IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE |
-			      IBV_DEVICE_N_NOTIFY_CQ;
+			      IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_XRC;
 	a->max_sge = SV_MAX_SGE;
 	a->max_sge_rd = SV_MAX_SGE;
 	a->max_cq = SV_MAX_CQ;
@@ -323,9 +336,9 @@ static void fill_device_attr(struct sv_ctx *c, struct ibv_device_attr *a)
 	a->max_ah = SV_MAX_AH;
 	a->max_srq = SV_MAX_SRQ;
 	a->max_srq_wr = SV_MAX_SRQ_WR;
-	a->max_srq_sge = SV_MAX_SGE;
+	a->max_srq_sge = SV_MAX_SRQ_SGE;
 	a->max_pkeys = SIMF_PKEYS;
-	a->local_ca_ack_delay = 15;
+	a->local_ca_ack_delay = SV_LOCAL_CA_ACK_DELAY;
 	a->phys_port_cnt = 1;
 }
 
@@ -363,6 +376,8 @@ static void fill_port_attr(struct sv_ctx *c, struct ibv_port_attr *a)
 		a->state = IBV_PORT_DOWN;
 	else if (n->port_state == SIMF_PORT_ACTIVE)
 		a->state = IBV_PORT_ACTIVE;
+	else if (n->port_state == SIMF_PORT_ARMED)
+		a->state = IBV_PORT_ARMED;
 	else
 		a->state = IBV_PORT_INIT;
 	a->max_mtu = IBV_MTU_4096;
@@ -418,13 +433,56 @@ SV_EXPORT int ibv_query_port(struct ibv_context *context, uint8_t port_num,
 }
 SV_COMPAT_1_0(ibv_query_port)
 
+/* RoCE: the node's IPv6 GIDs (GIDs 1..): the IPv6 addresses, link-local
+ * ones aside, of the interface holding the node's IPv4 address in this
+ * process's network namespace, as the kernel adds a GID for each address
+ * of a RoCE netdev. Published in the fabric state (ip_gids) so that the
+ * fabric delivers datagrams to them. Their count; *ndev the interface. */
+static int ip6_gids(struct sv_ctx *c, uint8_t out[SIMF_IP_GIDS][16], unsigned *ndev)
+{
+	struct simf_node *nd = &c->f->st->nodes[c->node];
+	struct ifaddrs *ifs, *i;
+	char ifname[IF_NAMESIZE + 1] = "";
+	int n = 0;
+
+	memset(out, 0, SIMF_IP_GIDS * 16);
+	*ndev = 0;
+	if (c->link != SIMF_LINK_ROCE || getifaddrs(&ifs) < 0)
+		return 0;
+	for (i = ifs; i && !ifname[0]; i = i->ifa_next) {
+		const struct sockaddr_in *s = (const struct sockaddr_in *)i->ifa_addr;
+
+		if (s && s->sin_family == AF_INET && !memcmp(&s->sin_addr, nd->gid + 12, 4))
+			snprintf(ifname, sizeof(ifname), "%s", i->ifa_name);
+	}
+	for (i = ifs; i && ifname[0] && n < SIMF_IP_GIDS; i = i->ifa_next) {
+		const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)i->ifa_addr;
+
+		if (!s || s->sin6_family != AF_INET6 || strcmp(i->ifa_name, ifname) ||
+		    IN6_IS_ADDR_LINKLOCAL(&s->sin6_addr))
+			continue;
+		memcpy(out[n++], &s->sin6_addr, 16);
+	}
+	freeifaddrs(ifs);
+	if (ifname[0])
+		*ndev = if_nametoindex(ifname);
+	if (n && memcmp(nd->ip_gids, out, SIMF_IP_GIDS * 16))
+		memcpy(nd->ip_gids, out, SIMF_IP_GIDS * 16);
+	return n;
+}
+
 static int gid_entry(struct sv_ctx *c, unsigned idx, union ibv_gid *gid)
 {
+	uint8_t g6[SIMF_IP_GIDS][16];
+	unsigned ndev;
+
 	memset(gid, 0, sizeof(*gid));
 	if (idx >= SV_GID_TBL_LEN)
 		return -1;
 	if (idx == 0)
 		sv_node_gid(c, c->node, gid->raw);
+	else if (idx <= SIMF_IP_GIDS && (int)idx <= ip6_gids(c, g6, &ndev))
+		memcpy(gid->raw, g6[idx - 1], 16);
 	return 0;
 }
 
@@ -439,6 +497,28 @@ SV_EXPORT int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int i
 }
 SV_COMPAT_1_0(ibv_query_gid)
 
+/* The netdev a RoCE GID is bound to, as the kernel's GID table reports it
+ * (roce_gid_mgmt adds a GID for each IP address of a netdev): the
+ * interface that holds the node's IPv4 address (::ffff:a.b.c.d) in the
+ * calling process's network namespace, 0 if none does (the default
+ * fabric: node addresses are not on any interface). */
+static unsigned gid_ndev(const uint8_t gid[16])
+{
+	struct ifaddrs *ifs, *i;
+	unsigned idx = 0;
+
+	if (getifaddrs(&ifs) < 0)
+		return 0;
+	for (i = ifs; i && !idx; i = i->ifa_next) {
+		const struct sockaddr_in *s = (const struct sockaddr_in *)i->ifa_addr;
+
+		if (s && s->sin_family == AF_INET && !memcmp(&s->sin_addr, gid + 12, 4))
+			idx = if_nametoindex(i->ifa_name);
+	}
+	freeifaddrs(ifs);
+	return idx;
+}
+
 SV_EXPORT int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
 				uint32_t gid_index, struct ibv_gid_entry *entry,
 				uint32_t flags, size_t entry_size)
@@ -450,14 +530,22 @@ SV_EXPORT int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
 		return EINVAL;
 	if (gid_index >= SV_GID_TBL_LEN)
 		return EINVAL;
-	if (gid_index != 0)
-		return ENODATA;
 	memset(&e, 0, sizeof(e));
-	gid_entry(c, 0, &e.gid);
-	e.gid_index = 0;
+	if (gid_index != 0) {
+		uint8_t g6[SIMF_IP_GIDS][16];
+		unsigned ndev;
+
+		if (gid_index > SIMF_IP_GIDS || (int)gid_index > ip6_gids(c, g6, &ndev))
+			return ENODATA;
+		memcpy(e.gid.raw, g6[gid_index - 1], 16);
+		e.ndev_ifindex = ndev;
+	} else {
+		gid_entry(c, 0, &e.gid);
+		e.ndev_ifindex = c->link == SIMF_LINK_ROCE ? gid_ndev(e.gid.raw) : 0;
+	}
+	e.gid_index = gid_index;
 	e.port_num = 1;
 	e.gid_type = c->link == SIMF_LINK_ROCE ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_IB;
-	e.ndev_ifindex = 0;
 	memcpy(entry, &e, sizeof(e));
 	return 0;
 }
@@ -470,9 +558,19 @@ SV_EXPORT ssize_t _ibv_query_gid_table(struct ibv_context *context,
 		return -EINVAL;
 	if (max_entries < 1)
 		return -EINVAL;
-	int r = _ibv_query_gid_ex(context, 1, 0, entries, 0, entry_size);
+	ssize_t n = 0;
 
-	return r ? -r : 1;
+	/* the valid entries: GID 0, then the IPv6 ones (RoCE) */
+	for (uint32_t i = 0; i <= SIMF_IP_GIDS && (size_t)n < max_entries; i++) {
+		int r = _ibv_query_gid_ex(context, 1, i, (struct ibv_gid_entry *)(void *)
+				((char *)entries + (size_t)n * entry_size), 0, entry_size);
+		if (r == ENODATA)
+			break;
+		if (r)
+			return -r;
+		n++;
+	}
+	return n;
 }
 
 /* IBVERBS_PRIVATE_34: type 0 = IB / RoCE v1, 1 = RoCE v2 (the sysfs enum). */

@@ -26,28 +26,49 @@ struct sv_qp *sv_qp_by_num(struct sv_ctx *c, uint32_t qpn)
 	return NULL;
 }
 
-SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
+/* RC, UC, UD and the XRC initiator (send side only: no receive CQ, SRQ or
+ * receive queue) on pd; the XRC target (context and xrcd given: no PD, CQs
+ * or queues of its own, what it receives goes to XRC SRQs of xrcd). */
+static struct ibv_qp *qp_new(struct ibv_context *context, struct ibv_pd *pd,
+			     struct ibv_qp_init_attr *init, struct sv_xrcd *xrcd)
 {
-	struct sv_ctx *c = sv_ctx(pd->context);
+	struct sv_ctx *c = sv_ctx(context);
 	struct ibv_qp_cap cap = init->cap;
 	struct sv_qp *q;
 	struct epoll_event ev;
 	int tries;
+	enum ibv_qp_type t = init->qp_type;
 
-	if (init->qp_type != IBV_QPT_RC && init->qp_type != IBV_QPT_UC &&
-	    init->qp_type != IBV_QPT_UD) {
+	if (t != IBV_QPT_RC && t != IBV_QPT_UC && t != IBV_QPT_UD && t != IBV_QPT_XRC_SEND &&
+	    t != IBV_QPT_XRC_RECV) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
-	if (!init->send_cq || !init->recv_cq || init->send_cq->context != pd->context ||
-	    init->recv_cq->context != pd->context ||
-	    (init->srq && init->srq->context != pd->context)) {
-		errno = EINVAL;
-		return NULL;
-	}
-	if (init->srq) {
+	if (t == IBV_QPT_XRC_RECV) {
+		if (!xrcd || xrcd->xrcd.context != context) {
+			errno = EINVAL;
+			return NULL;
+		}
+		memset(&cap, 0, sizeof(cap));
+	} else if (t == IBV_QPT_XRC_SEND) {
+		if (!pd || pd->context != context || !init->send_cq ||
+		    init->send_cq->context != context) {
+			errno = EINVAL;
+			return NULL;
+		}
 		cap.max_recv_wr = 0;
 		cap.max_recv_sge = 0;
+	} else {
+		if (!pd || pd->context != context || !init->send_cq || !init->recv_cq ||
+		    init->send_cq->context != context || init->recv_cq->context != context ||
+		    (init->srq && init->srq->context != context)) {
+			errno = EINVAL;
+			return NULL;
+		}
+		if (init->srq) {
+			cap.max_recv_wr = 0;
+			cap.max_recv_sge = 0;
+		}
 	}
 	if (cap.max_send_wr > SV_MAX_QP_WR || cap.max_recv_wr > SV_MAX_QP_WR ||
 	    cap.max_send_sge > SV_MAX_SGE || cap.max_recv_sge > SV_MAX_SGE ||
@@ -60,7 +81,7 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 	 * programs rely on it: rdma_xclient posts a 16-byte inline send on a
 	 * QP created with max_inline_data 0. The actual value is reported
 	 * back through init->cap, as providers do. */
-	if (cap.max_inline_data < SV_MIN_INLINE)
+	if (cap.max_inline_data < SV_MIN_INLINE && t != IBV_QPT_XRC_RECV)
 		cap.max_inline_data = SV_MIN_INLINE;
 	q = calloc(1, sizeof(*q));
 	if (!q) {
@@ -79,20 +100,23 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 		return NULL;
 	}
 	q->ctx = c;
+	q->qp.qp_type = t;
 	q->cap = cap;
 	q->sq_sig_all = init->sq_sig_all;
 	q->state = IBV_QPS_RESET;
 	q->port = 1;
 	q->mtu = IBV_MTU_1024;
 	q->fd = -1;
-	q->qp.context = pd->context;
+	q->qp.context = context;
 	q->qp.qp_context = init->qp_context;
+	/* as libibverbs does, the pointers given are kept (librdmacm takes
+	 * the id's PD from qp->pd) whether or not the QP type uses them */
 	q->qp.pd = pd;
 	q->qp.send_cq = init->send_cq;
 	q->qp.recv_cq = init->recv_cq;
-	q->qp.srq = init->srq;
+	q->qp.srq = sv_is_xrc(q) ? NULL : init->srq;
+	q->xrcd = t == IBV_QPT_XRC_RECV ? xrcd : NULL;
 	q->qp.state = IBV_QPS_RESET;
-	q->qp.qp_type = init->qp_type;
 	pthread_mutex_init(&q->qp.mutex, NULL);
 	pthread_cond_init(&q->qp.cond, NULL);
 
@@ -139,11 +163,19 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 	q->pprev = &c->qps;
 	c->qps = q;
 	c->nqp++;
-	((struct sv_pd *)pd)->refs++;
-	((struct sv_cq *)init->send_cq)->refs++;
-	((struct sv_cq *)init->recv_cq)->refs++;
-	if (init->srq)
-		((struct sv_srq *)init->srq)->refs++;
+	if (t == IBV_QPT_XRC_RECV) {
+		xrcd->refs++;
+	} else {
+		((struct sv_pd *)pd)->refs++;
+		((struct sv_cq *)init->send_cq)->refs++;
+		q->refs_taken = 1 | 2;
+		if (t != IBV_QPT_XRC_SEND) {
+			((struct sv_cq *)init->recv_cq)->refs++;
+			q->refs_taken |= 4;
+		}
+	}
+	if (q->qp.srq)
+		((struct sv_srq *)q->qp.srq)->refs++;
 	pthread_mutex_unlock(&c->lock);
 	init->cap = cap;
 	return &q->qp;
@@ -153,21 +185,34 @@ fail:
 	free(q);
 	return NULL;
 }
+
+SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
+{
+	if (init->qp_type == IBV_QPT_XRC_RECV) {
+		errno = EINVAL;   /* an XRC target needs its XRCD: ibv_create_qp_ex */
+		return NULL;
+	}
+	return qp_new(pd->context, pd, init, NULL);
+}
 SV_COMPAT_1_0(ibv_create_qp)
 
-/* verbs_context.create_qp_ex: the extended form with nothing beyond what
- * ibv_create_qp has (the ibv_wr_* send API, XRC, RSS, flags: EOPNOTSUPP). */
+/* verbs_context.create_qp_ex: the extended form with what ibv_create_qp
+ * has, and the XRC target QP, which needs an XRCD (IBV_QP_INIT_ATTR_XRCD)
+ * and no PD (the ibv_wr_* send API, RSS, flags: EOPNOTSUPP). */
 struct ibv_qp *sv_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_attr_ex *a)
 {
 	struct ibv_qp_init_attr ia;
 	struct ibv_qp *qp;
+	int tgt = a->qp_type == IBV_QPT_XRC_RECV;
 
-	if (a->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS) ||
+	if (a->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
+				       IBV_QP_INIT_ATTR_XRCD) ||
 	    ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags)) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
-	if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd || a->pd->context != context) {
+	if (tgt ? !(a->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !a->xrcd
+		: !(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd || a->pd->context != context) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -179,7 +224,8 @@ struct ibv_qp *sv_create_qp_ex(struct ibv_context *context, struct ibv_qp_init_a
 	ia.cap = a->cap;
 	ia.qp_type = a->qp_type;
 	ia.sq_sig_all = a->sq_sig_all;
-	qp = ibv_create_qp(a->pd, &ia);
+	qp = qp_new(context, (a->comp_mask & IBV_QP_INIT_ATTR_PD) ? a->pd : NULL, &ia,
+		    tgt ? (struct sv_xrcd *)a->xrcd : NULL);
 	if (qp)
 		a->cap = ia.cap;
 	return qp;
@@ -200,27 +246,32 @@ SV_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode o
 
 /* ---- the state machine ------------------------------------------------------------ */
 
-enum { T_UD, T_UC, T_RC };
-
-struct trans {
-	int valid;
-	int req[3], opt[3];   /* by T_UD, T_UC, T_RC */
-};
+/* T_XI, T_XT: XRC initiator and target, which follow RC but for what
+ * their missing half would use (the kernel's qp_state_table). */
+enum { T_UD, T_UC, T_RC, T_XI, T_XT };
 
 #define M(x) IBV_QP_##x
 
 static int qpt_index(enum ibv_qp_type t)
 {
-	return t == IBV_QPT_UD ? T_UD : t == IBV_QPT_UC ? T_UC : T_RC;
+	return t == IBV_QPT_UD ? T_UD : t == IBV_QPT_UC ? T_UC : t == IBV_QPT_XRC_SEND ? T_XI
+	       : t == IBV_QPT_XRC_RECV ? T_XT : T_RC;
 }
 
-/* IBTA Vol1 10.3 / 11.2.4.2 (Modify QP): required and optional attributes. */
+/* IBTA Vol1 10.3 / 11.2.4.2 (Modify QP): required and optional attributes.
+ * XRC: INIT->RTR, the initiator (no responder) needs no
+ * MAX_DEST_RD_ATOMIC / MIN_RNR_TIMER; RTR->RTS, the target (no requester)
+ * needs only TIMEOUT and SQ_PSN; everything else as RC. */
 static int transition(enum ibv_qp_state cur, enum ibv_qp_state next, int t, int *req, int *opt)
 {
-	static const int rts_opt[3] = {
+	static const int rts_opt[5] = {
 		[T_UD] = M(CUR_STATE) | M(QKEY),
 		[T_UC] = M(CUR_STATE) | M(ACCESS_FLAGS) | M(ALT_PATH) | M(PATH_MIG_STATE),
 		[T_RC] = M(CUR_STATE) | M(ACCESS_FLAGS) | M(ALT_PATH) | M(PATH_MIG_STATE) |
+			 M(MIN_RNR_TIMER),
+		[T_XI] = M(CUR_STATE) | M(ACCESS_FLAGS) | M(ALT_PATH) | M(PATH_MIG_STATE) |
+			 M(MIN_RNR_TIMER),
+		[T_XT] = M(CUR_STATE) | M(ACCESS_FLAGS) | M(ALT_PATH) | M(PATH_MIG_STATE) |
 			 M(MIN_RNR_TIMER),
 	};
 	*req = *opt = 0;
@@ -243,7 +294,7 @@ static int transition(enum ibv_qp_state cur, enum ibv_qp_state next, int t, int 
 			return 0;
 		if (t == T_UD) {
 			*opt = M(PKEY_INDEX) | M(QKEY);
-		} else if (t == T_UC) {
+		} else if (t == T_UC || t == T_XI) {
 			*req = M(AV) | M(PATH_MTU) | M(DEST_QPN) | M(RQ_PSN);
 			*opt = M(ALT_PATH) | M(ACCESS_FLAGS) | M(PKEY_INDEX);
 		} else {
@@ -255,8 +306,9 @@ static int transition(enum ibv_qp_state cur, enum ibv_qp_state next, int t, int 
 	case IBV_QPS_RTR:
 		if (next != IBV_QPS_RTS)
 			return 0;
-		if (t == T_RC) {
-			*req = M(TIMEOUT) | M(RETRY_CNT) | M(RNR_RETRY) | M(SQ_PSN) | M(MAX_QP_RD_ATOMIC);
+		if (t == T_RC || t == T_XI || t == T_XT) {
+			*req = t == T_XT ? M(TIMEOUT) | M(SQ_PSN)
+				: M(TIMEOUT) | M(RETRY_CNT) | M(RNR_RETRY) | M(SQ_PSN) | M(MAX_QP_RD_ATOMIC);
 			*opt = M(CUR_STATE) | M(ALT_PATH) | M(ACCESS_FLAGS) | M(MIN_RNR_TIMER) |
 			       M(PATH_MIG_STATE);
 		} else {
@@ -292,8 +344,8 @@ static int transition(enum ibv_qp_state cur, enum ibv_qp_state next, int t, int 
 			       M(ACCESS_FLAGS) | M(PKEY_INDEX) | M(MIN_RNR_TIMER) | M(PATH_MIG_STATE);
 		return 1;
 	case IBV_QPS_SQE:
-		if (next != IBV_QPS_RTS || t == T_RC)
-			return 0;   /* RC never enters SQE */
+		if (next != IBV_QPS_RTS || t >= T_RC)
+			return 0;   /* RC and XRC never enter SQE */
 		*opt = t == T_UD ? M(CUR_STATE) | M(QKEY) : M(CUR_STATE) | M(ACCESS_FLAGS);
 		return 1;
 	default:
@@ -391,7 +443,8 @@ void sv_qp_flush(struct sv_qp *q)
 	wc.qp_num = q->qp.qp_num;
 	if (q->r.have_cur) {
 		wc.wr_id = q->r.cur.wr_id;
-		sv_cq_push((struct sv_cq *)q->qp.recv_cq, &wc, 0);
+		/* an XRC target's WQE in progress is its SRQ's, and so is the CQ */
+		sv_cq_push(q->r.cur_srq ? q->r.cur_srq->cq : (struct sv_cq *)q->qp.recv_cq, &wc, 0);
 		q->r.have_cur = 0;
 	}
 	while (q->rq_count) {
@@ -615,9 +668,14 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	for (i = 0; i < q->nmcg; i++)
 		simf_mcast_detach(c->f, c->node, q->mcg[i].gid, q->mcg[i].lid, qp->qp_num);
 	reset_qp(q);
-	((struct sv_pd *)qp->pd)->refs--;
-	((struct sv_cq *)qp->send_cq)->refs--;
-	((struct sv_cq *)qp->recv_cq)->refs--;
+	if (q->refs_taken & 1)
+		((struct sv_pd *)qp->pd)->refs--;
+	if (q->refs_taken & 2)
+		((struct sv_cq *)qp->send_cq)->refs--;
+	if (q->refs_taken & 4)
+		((struct sv_cq *)qp->recv_cq)->refs--;
+	if (q->xrcd)
+		q->xrcd->refs--;
 	if (qp->srq)
 		((struct sv_srq *)qp->srq)->refs--;
 	pthread_mutex_unlock(&c->lock);

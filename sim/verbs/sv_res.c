@@ -566,7 +566,18 @@ SV_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num,
 		ah_attr->is_global = 1;
 		ah_attr->grh.hop_limit = 0xFF;
 		ah_attr->grh.sgid_index = 0;
-		if (c->link == SIMF_LINK_ROCE) {
+		if (c->link == SIMF_LINK_ROCE && (g[20] >> 4) != 4 && (g[0] >> 4) == 6) {
+			/* RoCEv2 over IPv6: the GRH area is the IPv6 header; the
+			 * source GID index is that of our address it came to */
+			uint32_t w = be32toh(grh->version_tclass_flow);
+
+			memcpy(ah_attr->grh.dgid.raw, grh->sgid.raw, 16);
+			ah_attr->grh.traffic_class = (uint8_t)(w >> 20);
+			ah_attr->grh.flow_label = w & 0xFFFFF;
+			for (unsigned i = 1; i <= SIMF_IP_GIDS; i++)
+				if (!memcmp(simf_node_sgid(c->f, c->node, i), grh->dgid.raw, 16))
+					ah_attr->grh.sgid_index = (uint8_t)i;
+		} else if (c->link == SIMF_LINK_ROCE) {
 			/* RoCEv2 over IPv4: the IPv4 header sits in the GRH's last 20 bytes */
 			const uint8_t *ip = g + 20;
 
@@ -685,13 +696,15 @@ SV_COMPAT_1_0(ibv_ack_async_event)
 
 /* ---- SRQ ------------------------------------------------------------------------------------ */
 
-SV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *init)
+/* A basic SRQ (xrcd NULL) or an XRC SRQ of xrcd completing on cq. */
+static struct ibv_srq *srq_new(struct ibv_pd *pd, struct ibv_srq_init_attr *init,
+			       struct sv_xrcd *xrcd, struct sv_cq *cq)
 {
 	struct sv_ctx *c = sv_ctx(pd->context);
 	struct sv_srq *s;
 
 	if (!init->attr.max_wr || init->attr.max_wr > SV_MAX_SRQ_WR ||
-	    init->attr.max_sge > SV_MAX_SGE) {
+	    init->attr.max_sge > SV_MAX_SRQ_SGE) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -719,11 +732,127 @@ SV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_
 	}
 	s->srq.handle = ++c->nsrq;
 	s->pd->refs++;
+	/* SRQ numbers are 24 bits; 0 is never one (a zeroed XRCETH) */
+	do {
+		c->next_srqn = (c->next_srqn + 1) & 0xFFFFFF;
+	} while (!c->next_srqn || sv_xsrq_by_num(c, c->next_srqn));
+	s->srqn = c->next_srqn;
+	if (xrcd) {
+		s->xrcd = xrcd;
+		s->cq = cq;
+		xrcd->refs++;
+		cq->refs++;
+		s->xnext = c->xsrqs;
+		c->xsrqs = s;
+	}
 	pthread_mutex_unlock(&c->lock);
 	init->attr.max_sge = s->max_sge;
 	return &s->srq;
 }
+
+SV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *init)
+{
+	return srq_new(pd, init, NULL, NULL);
+}
 SV_COMPAT_1_0(ibv_create_srq)
+
+/* verbs_context.create_srq_ex: basic SRQs, and XRC SRQs (PD, XRCD and CQ
+ * all required, as providers do). Tag-matching SRQs: EOPNOTSUPP. */
+struct ibv_srq *sv_create_srq_ex(struct ibv_context *context, struct ibv_srq_init_attr_ex *a)
+{
+	const uint32_t known = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+			       IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+	enum ibv_srq_type t = (a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? a->srq_type : IBV_SRQT_BASIC;
+	struct ibv_srq_init_attr ia;
+	struct ibv_srq *srq;
+
+	if ((a->comp_mask & ~known) || (t != IBV_SRQT_BASIC && t != IBV_SRQT_XRC)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !a->pd || a->pd->context != context) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (t == IBV_SRQT_XRC &&
+	    (!(a->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !a->xrcd || a->xrcd->context != context ||
+	     !(a->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !a->cq || a->cq->context != context)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	memset(&ia, 0, sizeof(ia));
+	ia.srq_context = a->srq_context;
+	ia.attr = a->attr;
+	srq = srq_new(a->pd, &ia, t == IBV_SRQT_XRC ? (struct sv_xrcd *)a->xrcd : NULL,
+		      t == IBV_SRQT_XRC ? (struct sv_cq *)a->cq : NULL);
+	if (srq)
+		a->attr = ia.attr;
+	return srq;
+}
+
+int sv_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num)
+{
+	struct sv_srq *s = (struct sv_srq *)srq;
+
+	if (!s->xrcd)
+		return EINVAL;   /* only XRC SRQs are addressed by number */
+	*srq_num = s->srqn;
+	return 0;
+}
+
+struct sv_srq *sv_xsrq_by_num(struct sv_ctx *c, uint32_t srqn)
+{
+	struct sv_srq *s;
+
+	for (s = c->xsrqs; s; s = s->xnext)
+		if (s->srqn == srqn)
+			return s;
+	return NULL;
+}
+
+/* verbs_context.open_xrcd: a domain private to the context (fd -1). Sharing
+ * one through a file (fd >= 0, across processes) is not simulated. */
+struct ibv_xrcd *sv_open_xrcd(struct ibv_context *context, struct ibv_xrcd_init_attr *a)
+{
+	struct sv_ctx *c = sv_ctx(context);
+	struct sv_xrcd *x;
+
+	if (!(a->comp_mask & IBV_XRCD_INIT_ATTR_FD) ||
+	    (a->comp_mask & ~(uint32_t)(IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (a->fd != -1) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	x = calloc(1, sizeof(*x));
+	if (!x) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	x->xrcd.context = context;
+	pthread_mutex_lock(&c->lock);
+	c->nxrcd++;
+	pthread_mutex_unlock(&c->lock);
+	return &x->xrcd;
+}
+
+int sv_close_xrcd(struct ibv_xrcd *xrcd)
+{
+	struct sv_ctx *c = sv_ctx(xrcd->context);
+	struct sv_xrcd *x = (struct sv_xrcd *)xrcd;
+
+	pthread_mutex_lock(&c->lock);
+	if (x->refs) {
+		pthread_mutex_unlock(&c->lock);
+		return EBUSY;
+	}
+	c->nxrcd--;
+	pthread_mutex_unlock(&c->lock);
+	free(x);
+	return 0;
+}
 
 SV_EXPORT int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int mask)
 {
@@ -790,6 +919,24 @@ SV_EXPORT int ibv_destroy_srq(struct ibv_srq *srq)
 	}
 	s->pd->refs--;
 	c->nsrq--;
+	if (s->xrcd) {
+		struct sv_srq **pp;
+
+		for (pp = &c->xsrqs; *pp; pp = &(*pp)->xnext)
+			if (*pp == s) {
+				*pp = s->xnext;
+				break;
+			}
+		s->xrcd->refs--;
+		s->cq->refs--;
+		/* a target in the middle of a message into it loses the message */
+		for (struct sv_qp *q = c->qps; q; q = q->next)
+			if (q->r.cur_srq == s) {
+				q->r.have_cur = 0;
+				q->r.in_msg = 0;
+				q->r.cur_srq = NULL;
+			}
+	}
 	pthread_mutex_unlock(&c->lock);
 	free(s->ring);
 	free(s);

@@ -485,6 +485,79 @@ Test(addr, getaddrinfo)
 	cr_expect_eq(errno, EINVAL);
 }
 
+/* No node and no service: librdmacm's answer is the hints' own addresses
+ * (destination only, source only, both or neither) with the hints' flags,
+ * family, QP type and port space — libfabric's verbs provider asks this
+ * way. Only all three of node, service and hints missing is EINVAL. */
+Test(addr, getaddrinfo_addresses_from_hints)
+{
+	struct rdma_addrinfo hints, *res;
+	struct sockaddr_in src = lt_sin("127.10.0.1", 0), dst = lt_sin("127.10.0.2", 7471);
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_INET;
+	hints.ai_qp_type = IBV_QPT_RC;
+	hints.ai_port_space = RDMA_PS_TCP;
+	hints.ai_dst_addr = (struct sockaddr *)&dst;
+	hints.ai_dst_len = sizeof(dst);
+	cr_assert_eq(rdma_getaddrinfo(NULL, NULL, &hints, &res), 0, "%s", strerror(errno));
+	cr_expect_eq(res->ai_family, AF_INET);
+	cr_expect_eq(res->ai_qp_type, IBV_QPT_RC);
+	cr_expect_eq(res->ai_port_space, RDMA_PS_TCP);
+	cr_expect_null(res->ai_src_addr);
+	cr_expect_eq(res->ai_src_len, 0);
+	cr_assert(res->ai_dst_addr);
+	cr_expect_neq(res->ai_dst_addr, (struct sockaddr *)&dst, "a copy, not the caller's");
+	cr_expect_eq(res->ai_dst_len, sizeof(dst));
+	cr_expect_eq(memcmp(res->ai_dst_addr, &dst, sizeof(dst)), 0);
+	cr_expect_null(res->ai_next);
+	rdma_freeaddrinfo(res);
+
+	hints.ai_dst_addr = NULL;
+	hints.ai_dst_len = 0;
+	hints.ai_src_addr = (struct sockaddr *)&src;
+	hints.ai_src_len = sizeof(src);
+	hints.ai_flags = RAI_PASSIVE;
+	cr_assert_eq(rdma_getaddrinfo(NULL, NULL, &hints, &res), 0, "%s", strerror(errno));
+	cr_expect_eq(res->ai_flags, RAI_PASSIVE);
+	cr_expect_null(res->ai_dst_addr);
+	cr_assert(res->ai_src_addr);
+	cr_expect_eq(res->ai_src_len, sizeof(src));
+	cr_expect_eq(memcmp(res->ai_src_addr, &src, sizeof(src)), 0);
+	rdma_freeaddrinfo(res);
+
+	hints.ai_flags = 0;
+	hints.ai_dst_addr = (struct sockaddr *)&dst;
+	hints.ai_dst_len = sizeof(dst);
+	cr_assert_eq(rdma_getaddrinfo(NULL, NULL, &hints, &res), 0, "%s", strerror(errno));
+	cr_assert(res->ai_src_addr);
+	cr_assert(res->ai_dst_addr);
+	cr_expect_eq(memcmp(res->ai_src_addr, &src, sizeof(src)), 0);
+	cr_expect_eq(memcmp(res->ai_dst_addr, &dst, sizeof(dst)), 0);
+	/* what libfabric does next: an id that resolves to the answer */
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *id;
+	struct rdma_cm_event *ev;
+	cr_assert(ch);
+	cr_assert_eq(rdma_create_id(ch, &id, NULL, res->ai_port_space), 0);
+	cr_assert_eq(rdma_resolve_addr(id, res->ai_src_addr, res->ai_dst_addr, 2000), 0, "%s",
+		     strerror(errno));
+	ev = lt_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 2000);
+	rdma_ack_cm_event(ev);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	rdma_freeaddrinfo(res);
+
+	/* hints without addresses: an empty answer, as librdmacm gives */
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_port_space = RDMA_PS_UDP;
+	cr_assert_eq(rdma_getaddrinfo(NULL, NULL, &hints, &res), 0, "%s", strerror(errno));
+	cr_expect_null(res->ai_src_addr);
+	cr_expect_null(res->ai_dst_addr);
+	cr_expect_eq(res->ai_port_space, RDMA_PS_UDP);
+	rdma_freeaddrinfo(res);
+}
+
 /* rdma_resolve_addrinfo (RDMACM_1.4): rdma_getaddrinfo, asynchronously,
  * answered by ADDRINFO_RESOLVED / ADDRINFO_ERROR; rdma_query_addrinfo hands
  * out a copy of the answer. */

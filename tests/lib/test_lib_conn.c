@@ -44,14 +44,17 @@ TestSuite(conn_roce, .init = setup_roce, .fini = teardown, .timeout = 120);
 
 /* ---- the passive side (a child process: no Criterion asserts there) ------------ */
 
-enum srv_mode { SRV_ACCEPT, SRV_REJECT, SRV_OTHER_PORT, SRV_SIMUL, SRV_BACKLOG };
+enum srv_mode { SRV_ACCEPT, SRV_REJECT, SRV_OTHER_PORT, SRV_SIMUL, SRV_BACKLOG, SRV_LOOPBACK };
 
 static void server(int mode, struct lt_pipes *p)
 {
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *lid, *cid;
 	struct rdma_cm_event *ev;
-	struct sockaddr_in any = lt_sin("0.0.0.0", mode == SRV_OTHER_PORT ? PORT + 1 : PORT);
+	/* SRV_LOOPBACK: a listener bound to 127.0.0.1, which the kernel's
+	 * rdma_bind_addr treats as the wildcard (cma_any_addr) */
+	struct sockaddr_in any = lt_sin(mode == SRV_LOOPBACK ? "127.0.0.1" : "0.0.0.0",
+					mode == SRV_OTHER_PORT ? PORT + 1 : PORT);
 	struct ibv_qp_init_attr qa;
 	struct rdma_conn_param cp;
 	struct ibv_wc wc;
@@ -63,6 +66,7 @@ static void server(int mode, struct lt_pipes *p)
 	LT_CK((ch = rdma_create_event_channel()));
 	LT_CK(rdma_create_id(ch, &lid, &tag, RDMA_PS_TCP) == 0);
 	LT_CK(rdma_bind_addr(lid, (struct sockaddr *)&any) == 0);
+	LT_CK(!lid->verbs && !lid->pd); /* no device: as the wildcard */
 	LT_CK(rdma_listen(lid, mode == SRV_BACKLOG ? 1 : 4) == 0);
 	LT_CK(write(p->ready[1], "r", 1) == 1);
 	if (mode == SRV_BACKLOG) {
@@ -82,6 +86,8 @@ static void server(int mode, struct lt_pipes *p)
 	LT_CK(ev->listen_id == lid);
 	cid = ev->id;
 	LT_CK(cid != lid && cid->verbs && cid->port_num == 1);
+	/* librdmacm: a new id of a request has its device's PD */
+	LT_CK(cid->pd && cid->pd->context == cid->verbs);
 	LT_CK(cid->context == &tag);
 	/* The user's 56 bytes after the 36-byte CMA header. */
 	LT_CK(ev->param.conn.private_data_len == 56);
@@ -109,6 +115,7 @@ static void server(int mode, struct lt_pipes *p)
 	qa.sq_sig_all = 1;
 	LT_CK(rdma_create_qp(cid, NULL, &qa) == 0);
 	LT_CK(cid->qp && cid->send_cq && cid->recv_cq && cid->pd);
+	LT_CK(cid->qp->pd == cid->pd); /* rdma_create_qp(id, NULL): id->pd */
 	LT_CK((mr = rdma_reg_msgs(cid, buf, sizeof(buf))));
 	memset(buf, 0, sizeof(buf));
 	LT_CK(rdma_post_recv(cid, cid, buf, sizeof(buf), mr) == 0);
@@ -190,7 +197,7 @@ static struct rdma_conn_param hello(void)
 	return cp;
 }
 
-static void connect_send_disconnect(void)
+static void connect_send_disconnect_to(int mode)
 {
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id;
@@ -202,7 +209,7 @@ static void connect_send_disconnect(void)
 	char msg[8] = "ping!";
 	pid_t pid;
 
-	pid = lt_spawn(server, SRV_ACCEPT, &p);
+	pid = lt_spawn(server, mode, &p);
 	ch = rdma_create_event_channel();
 	cr_assert(ch, "%s", strerror(errno));
 	id = client_route(ch, PORT);
@@ -231,6 +238,24 @@ static void connect_send_disconnect(void)
 	lt_reap(pid);
 }
 
+static void connect_send_disconnect(void)
+{
+	connect_send_disconnect_to(SRV_ACCEPT);
+}
+
+/* A listener bound to 127.0.0.1 on node 2 takes a connection that node 1
+ * addresses to node 2's own address (kernel: cma_any_addr counts loopback
+ * as any; cma_match_private_data matches every destination). */
+Test(conn, loopback_listener_takes_remote_clients)
+{
+	connect_send_disconnect_to(SRV_LOOPBACK);
+}
+
+Test(conn_roce, loopback_listener_takes_remote_clients)
+{
+	connect_send_disconnect_to(SRV_LOOPBACK);
+}
+
 Test(conn, connect_send_disconnect)
 {
 	connect_send_disconnect();
@@ -239,6 +264,95 @@ Test(conn, connect_send_disconnect)
 Test(conn_roce, connect_send_disconnect)
 {
 	connect_send_disconnect();
+}
+
+/* id->pd (librdmacm's ucma_get_device): set with id->verbs by a bind to a
+ * local address and by rdma_resolve_addr, the device's one PD shared by
+ * every id on it, usable at once with plain verbs (UCX's rdmacm CM makes
+ * its QPs with ibv_create_qp(id->pd, ...)); none on a wildcard bind.
+ * Loopback binds: the kernel's rdma_bind_addr counts 127/8 and ::1 as
+ * "any" (cma_any_addr = cma_zero_addr || cma_loopback_addr): no device is
+ * attached and the port conflicts as a wildcard's does. */
+static void pd_and_loopback_binds(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *a, *b, *c, *d;
+	struct sockaddr_in local = lt_sin("127.10.0.1", 0), lo = lt_sin("127.0.0.1", PORT + 5),
+			   lo2 = lt_sin("127.0.0.2", PORT + 5), local5 = lt_sin("127.10.0.1", PORT + 5),
+			   dst = lt_sin("127.10.0.2", PORT);
+	struct sockaddr_in6 lo6;
+	struct ibv_qp_init_attr qa;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+
+	cr_assert(ch);
+	lt_node(1);
+	cr_assert_eq(rdma_create_id(ch, &a, NULL, RDMA_PS_TCP), 0);
+	cr_assert_null(a->pd);
+	cr_assert_eq(rdma_bind_addr(a, (struct sockaddr *)&local), 0, "%s", strerror(errno));
+	cr_assert(a->verbs);
+	cr_assert(a->pd, "a bound id has its device's PD");
+	cr_expect_eq(a->pd->context, a->verbs);
+
+	cr_assert_eq(rdma_create_id(ch, &b, NULL, RDMA_PS_TCP), 0);
+	cr_assert_eq(rdma_resolve_addr(b, NULL, (struct sockaddr *)&dst, 2000), 0);
+	rdma_ack_cm_event(lt_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 2000));
+	cr_assert(b->verbs);
+	cr_expect_eq(b->pd, a->pd, "one PD per device, shared by its ids");
+	/* what UCX does with it */
+	cq = ibv_create_cq(b->verbs, 4, NULL, NULL, 0);
+	cr_assert(cq);
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = qa.recv_cq = cq;
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 2;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	qa.qp_type = IBV_QPT_RC;
+	qp = ibv_create_qp(b->pd, &qa);
+	cr_assert(qp, "ibv_create_qp(id->pd): %s", strerror(errno));
+	cr_expect_eq(qp->pd, b->pd);
+	cr_expect_eq(ibv_destroy_qp(qp), 0);
+	cr_expect_eq(ibv_destroy_cq(cq), 0);
+
+	/* 127.0.0.1 binds as the wildcard does: no device, and the port is
+	 * taken for every address (the kernel's cma_check_port) */
+	cr_assert_eq(rdma_create_id(ch, &c, NULL, RDMA_PS_TCP), 0);
+	cr_assert_eq(rdma_bind_addr(c, (struct sockaddr *)&lo), 0, "%s", strerror(errno));
+	cr_expect_null(c->verbs, "a loopback bind binds no device");
+	cr_expect_null(c->pd);
+	cr_expect_eq(c->port_num, 0);
+	cr_expect_eq(rdma_get_src_port(c), htons(PORT + 5));
+	cr_expect_eq(((struct sockaddr_in *)rdma_get_local_addr(c))->sin_addr.s_addr,
+		     htonl(INADDR_LOOPBACK));
+	cr_assert_eq(rdma_create_id(ch, &d, NULL, RDMA_PS_TCP), 0);
+	errno = 0;
+	cr_expect_eq(rdma_bind_addr(d, (struct sockaddr *)&lo2), -1, "127.0.0.2, the same port");
+	cr_expect_eq(errno, EADDRNOTAVAIL, "%s", strerror(errno));
+	errno = 0;
+	cr_expect_eq(rdma_bind_addr(d, (struct sockaddr *)&local5), -1, "127.10.0.1, the same port");
+	cr_expect_eq(errno, EADDRNOTAVAIL, "%s", strerror(errno));
+	memset(&lo6, 0, sizeof(lo6));
+	lo6.sin6_family = AF_INET6;
+	lo6.sin6_port = htons(PORT + 6);
+	lo6.sin6_addr = in6addr_loopback;
+	cr_expect_eq(rdma_bind_addr(d, (struct sockaddr *)&lo6), 0, "::1: %s", strerror(errno));
+	cr_expect_null(d->verbs);
+	cr_expect_null(d->pd);
+	cr_expect_eq(rdma_listen(c, 1), 0);
+	cr_expect_eq(rdma_destroy_id(d), 0);
+	cr_expect_eq(rdma_destroy_id(c), 0);
+	cr_expect_eq(rdma_destroy_id(b), 0);
+	cr_expect_eq(rdma_destroy_id(a), 0);
+	rdma_destroy_event_channel(ch);
+}
+
+Test(conn, pd_and_loopback_binds)
+{
+	pd_and_loopback_binds();
+}
+
+Test(conn_roce, pd_and_loopback_binds)
+{
+	pd_and_loopback_binds();
 }
 
 static void reject_with_private_data(void)

@@ -174,7 +174,7 @@ Test(utils, rdma_server_rdma_client)
 Test(utils, rdma_xserver_rdma_xclient_rc)
 {
 	/* RC mode; the client posts a 16-byte inline send on a QP created with
-	 * max_inline_data 0, as hardware allows. (XRC mode 'x' is not done.) */
+	 * max_inline_data 0, as hardware allows. (XRC mode 'x': test_lib_xrc.c.) */
 	char *out = pair("ib", "rdma_xclient", "rdma_xserver", "rdma_xclient -s 127.10.0.2", 1);
 
 	/* pair() checks that the server exited 0 too */

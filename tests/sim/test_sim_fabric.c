@@ -703,3 +703,45 @@ Test(fabric, sm_follows_the_watched_process)
 	cr_assert(stat(g_dir, &sb) < 0, "and removes the fabric");
 	mkdir(g_dir, 0700);
 }
+
+/* --netns and --dev-infiniband (docs/sim.md): programs of `run` see an
+ * interface uscm<i> holding 127.10.0.i per node and /dev/infiniband/uverbs0
+ * (a character device), the host sees neither; `stop` removes the markers.
+ * Root only (network and mount namespaces). */
+Test(fabric, netns_and_dev_infiniband)
+{
+	char *out = NULL, host_ns[128] = "";
+	struct stat sb;
+	int rc;
+
+	if (geteuid() != 0 || st_sh(NULL, "unshare -n -m true >/dev/null 2>&1") != 0)
+		cr_skip_test("--netns / --dev-infiniband need root");
+	if (!st_have("ip"))
+		tf_skip_missing("ip (Debian iproute2) is not installed");
+	if (readlink("/proc/self/ns/net", host_ns, sizeof(host_ns) - 1) < 0)
+		cr_skip_test("no /proc/self/ns/net");
+	start("--nodes 2 --netns --dev-infiniband");
+	rc = st_sh(&out, "'%s/uscm-sim' run --dir '%s' --node node1 -- sh -c "
+			 "'ip -o -4 addr show; readlink /proc/self/ns/net; test -c /dev/infiniband/uverbs0"
+			 " && echo CHR; echo x >/dev/null && echo NULL-OK'",
+		   st_bin(), g_dir);
+	cr_assert_eq(rc, 0, "%s", out);
+	cr_expect(strstr(out, "uscm1    inet 127.10.0.1/32"), "%s", out);
+	cr_expect(strstr(out, "uscm2    inet 127.10.0.2/32"), "%s", out);
+	cr_expect(!strstr(out, host_ns), "run is in the fabric's namespace:\n%s", out);
+	cr_expect(strstr(out, "CHR\n"), "%s", out);
+	cr_expect(strstr(out, "NULL-OK\n"), "%s", out);
+	free(out);
+	out = NULL;
+	/* the SM lives in it too: the transport's lo is the namespace's */
+	st_sh(&out, "readlink /proc/%d/ns/net", (int)g_f->st->keeper_pid);
+	cr_expect(out && !strstr(out, host_ns), "the SM is in the namespace: %s", out);
+	free(out);
+	cr_expect_neq(stat("/dev/infiniband", &sb), 0, "the host's /dev is unchanged");
+	cr_expect_neq(st_sh(NULL, "ip -o addr show | grep -q 'uscm1 '"), 0, "no uscm1 on the host");
+	simf_detach(g_f);
+	g_f = NULL;
+	cr_assert_eq(st_sh(NULL, "'%s/uscm-sim' stop --dir '%s'", st_bin(), g_dir), 0);
+	cr_expect(stat(g_dir, &sb) < 0, "the fabric directory (netns, dev.host) is gone");
+	mkdir(g_dir, 0700); /* for the teardown */
+}

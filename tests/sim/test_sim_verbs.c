@@ -393,6 +393,9 @@ static int post_send(struct ep *e, enum ibv_wr_opcode op, uint64_t id, size_t of
 
 /* ---- device and port ------------------------------------------------------------------ */
 
+/* IBVERBS_PRIVATE_34 (sim/verbs/sv_private.c) */
+struct ibv_context *verbs_open_device(struct ibv_device *device, void *private_data);
+
 static void child_query_ib(int fd, void *arg)
 {
 	struct ibv_device **l;
@@ -413,9 +416,40 @@ static void child_query_ib(int fd, void *arg)
 	CHK(ctx);
 	CHK(ibv_query_device(ctx, &da) == 0);
 	CHK(da.node_guid == ibv_get_device_guid(l[0]) && da.node_guid != 0);
-	CHK(da.max_qp_wr == 16384 && da.max_sge == 16 && da.max_qp_rd_atom == 16 &&
-	    da.max_qp_init_rd_atom == 16 && da.local_ca_ack_delay == 15 && da.phys_port_cnt == 1);
-	CHK(da.atomic_cap == IBV_ATOMIC_HCA && da.max_cqe >= 65535 && da.max_mr > 0 && da.max_qp > 0);
+	/* a ConnectX-6's limits (sv.h) */
+	CHK(da.max_qp_wr == 32768 && da.max_sge == 30 && da.max_sge_rd == 30 &&
+	    da.max_qp_rd_atom == 16 && da.max_qp_init_rd_atom == 16 &&
+	    da.local_ca_ack_delay == 15 && da.phys_port_cnt == 1);
+	CHK(da.atomic_cap == IBV_ATOMIC_HCA && da.max_cqe == 4194303 && da.max_cq == 16777216 &&
+	    da.max_srq_wr == 32767 && da.max_srq_sge == 31 && da.max_pd == 16777216 &&
+	    da.max_mr > 0 && da.max_qp > 0);
+	{
+		/* what is advertised is honoured: a CQ of 262144 entries (libfabric's
+		 * ofi_rxm asks for that) and one of max_cqe; a QP with max_qp_wr WRs
+		 * and max_sge SGEs each way; an SRQ at its maxima */
+		struct ibv_pd *pd = ibv_alloc_pd(ctx);
+		struct ibv_cq *big = ibv_create_cq(ctx, 262144, NULL, NULL, 0);
+		struct ibv_cq *max = ibv_create_cq(ctx, da.max_cqe, NULL, NULL, 0);
+
+		CHK(pd && big && big->cqe >= 262144 && max && max->cqe >= da.max_cqe);
+		CHK(ibv_create_cq(ctx, da.max_cqe + 1, NULL, NULL, 0) == NULL && errno == EINVAL);
+		struct ibv_qp_init_attr qa = {.send_cq = big, .recv_cq = big, .qp_type = IBV_QPT_RC,
+			.cap = {.max_send_wr = da.max_qp_wr, .max_recv_wr = da.max_qp_wr,
+				.max_send_sge = da.max_sge, .max_recv_sge = da.max_sge}};
+		struct ibv_qp *qp = ibv_create_qp(pd, &qa);
+
+		CHK(qp && qa.cap.max_send_wr >= (uint32_t)da.max_qp_wr &&
+		    qa.cap.max_recv_sge >= (uint32_t)da.max_sge);
+		qa.cap.max_send_sge = da.max_sge + 1;
+		CHK(ibv_create_qp(pd, &qa) == NULL);
+		struct ibv_srq_init_attr sa = {.attr = {.max_wr = da.max_srq_wr,
+							.max_sge = da.max_srq_sge}};
+		struct ibv_srq *srq = ibv_create_srq(pd, &sa);
+
+		CHK(srq);
+		CHK(ibv_destroy_srq(srq) == 0 && ibv_destroy_qp(qp) == 0);
+		CHK(ibv_destroy_cq(big) == 0 && ibv_destroy_cq(max) == 0 && ibv_dealloc_pd(pd) == 0);
+	}
 	CHK(ibv_query_port(ctx, 1, &pa) == 0);
 	CHK(pa.state == IBV_PORT_ACTIVE && pa.link_layer == IBV_LINK_LAYER_INFINIBAND);
 	CHK(pa.lid != 0 && pa.sm_lid != 0 && pa.max_mtu == IBV_MTU_4096 &&
@@ -434,10 +468,17 @@ static void child_query_ib(int fd, void *arg)
 	CHK(ibv_query_gid_ex(ctx, 1, 1, &ge, 0) == ENODATA);
 	struct ibv_device_attr_ex dx;
 
-	CHK(ibv_query_device_ex(ctx, NULL, &dx) == 0 && dx.orig_attr.max_qp_wr == 16384);
+	CHK(ibv_query_device_ex(ctx, NULL, &dx) == 0 && dx.orig_attr.max_qp_wr == 32768);
 	CHK(strcmp(ibv_wc_status_str(IBV_WC_RETRY_EXC_ERR), "transport retry counter exceeded") == 0);
 	CHK(strcmp(ibv_port_state_str(IBV_PORT_ACTIVE), "PORT_ACTIVE") == 0);
 	CHK(ibv_rate_to_mult(IBV_RATE_10_GBPS) == 4 && ibv_rate_to_mbps(IBV_RATE_25_GBPS) == 25781);
+	/* IBVERBS_PRIVATE_34's verbs_open_device (mlx5dv_open_device's core)
+	 * opens the sim's device like ibv_open_device; the provider private
+	 * data has no provider to go to */
+	struct ibv_context *vc = verbs_open_device(l[0], NULL);
+
+	CHK(vc && vc->device == l[0] && ibv_query_port(vc, 1, &pa) == 0 && pa.lid != 0);
+	CHK(ibv_close_device(vc) == 0);
 	CHK(ibv_close_device(ctx) == 0);
 	ibv_free_device_list(l);
 }
@@ -1904,4 +1945,305 @@ Test(sim_verbs, unmodified_pingpong_roce, .fini = fabric_stop, .timeout = 120)
 	fabric_start("roce");
 	pingpong("/usr/bin/ibv_rc_pingpong", "-c", NULL);
 	pingpong("/usr/bin/ibv_ud_pingpong", NULL, NULL);
+}
+
+/* ---- XRC ------------------------------------------------------------------------------------- */
+
+/* An XRC pair: node1 an initiator (IBV_QPT_XRC_SEND: send side only),
+ * node2 a target (IBV_QPT_XRC_RECV, made with ibv_create_qp_ex in an XRC
+ * domain) and XRC SRQs: two in the target's domain, one in another. Each
+ * SEND names an SRQ by number (XRCETH); it lands there and completes on
+ * that SRQ's CQ. An SRQ of another domain (mode 0, last) or a number that
+ * is no SRQ (mode 1) is a NAK invalid request: the initiator completes
+ * with IBV_WC_REM_INV_REQ_ERR, as a real HCA does. */
+struct xinfo {
+	uint16_t lid;
+	uint32_t qpn, psn;
+	uint8_t gid[16];
+	uint32_t srqn[3];
+	uint32_t rkey;
+	uint64_t addr;
+};
+
+static void xchg_x(int fd, struct ibv_context *ctx, const struct ibv_port_attr *port, uint32_t qpn,
+		   const uint32_t srqn[3], const struct ibv_mr *mr, struct xinfo *remote)
+{
+	struct xinfo me;
+	union ibv_gid g;
+
+	memset(&me, 0, sizeof(me));
+	if (mr) {
+		me.rkey = mr->rkey;
+		me.addr = (uintptr_t)mr->addr;
+	}
+	me.lid = port->lid;
+	me.qpn = qpn;
+	me.psn = my_psn();
+	if (srqn)
+		memcpy(me.srqn, srqn, sizeof(me.srqn));
+	CHK(ibv_query_gid(ctx, 1, 0, &g) == 0);
+	memcpy(me.gid, g.raw, 16);
+	CHK(write(fd, &me, sizeof(me)) == sizeof(me));
+	CHK(read(fd, remote, sizeof(*remote)) == sizeof(*remote));
+}
+
+static void xrc_av(const struct ibv_port_attr *port, const struct xinfo *r, struct ibv_ah_attr *av)
+{
+	memset(av, 0, sizeof(*av));
+	av->dlid = r->lid;
+	av->port_num = 1;
+	if (port->link_layer == IBV_LINK_LAYER_ETHERNET) {
+		av->is_global = 1;
+		av->grh.hop_limit = 64;
+		memcpy(av->grh.dgid.raw, r->gid, 16);
+	}
+}
+
+static struct ibv_context *open_ctx(struct ibv_port_attr *port)
+{
+	int n = 0;
+	struct ibv_device **l = ibv_get_device_list(&n);
+	struct ibv_context *ctx;
+
+	CHK(l && n == 1);
+	ctx = ibv_open_device(l[0]);
+	CHK(ctx);
+	ibv_free_device_list(l);
+	CHK(ibv_query_port(ctx, 1, port) == 0);
+	return ctx;
+}
+
+static void child_xrc_ini(int fd, void *arg)
+{
+	int mode = *(int *)arg;
+	struct ibv_port_attr port;
+	struct ibv_context *ctx = open_ctx(&port);
+	struct ibv_device_attr da;
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	static char buf[64] = "xrc-payload-0";
+	struct ibv_mr *mr;
+	struct ibv_qp_attr a;
+	struct ibv_wc wc;
+	struct xinfo r;
+
+	CHK(ibv_query_device(ctx, &da) == 0);
+	CHK(da.device_cap_flags & IBV_DEVICE_XRC);
+	CHK(pd && cq);
+	mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	CHK(mr);
+	/* send side only: no receive CQ, the receive capacities are dropped */
+	struct ibv_qp_init_attr ia = {
+		.send_cq = cq, .qp_type = IBV_QPT_XRC_SEND,
+		.cap = {.max_send_wr = 8, .max_send_sge = 1, .max_recv_wr = 8, .max_recv_sge = 1},
+	};
+	struct ibv_qp *qp = ibv_create_qp(pd, &ia);
+
+	CHK(qp);
+	CHK(ia.cap.max_recv_wr == 0);
+	xchg_x(fd, ctx, &port, qp->qp_num, NULL, NULL, &r);
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	CHK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				    IBV_QP_ACCESS_FLAGS) == 0);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = r.qpn;
+	a.rq_psn = r.psn;
+	a.max_dest_rd_atomic = 4;
+	xrc_av(&port, &r, &a.ah_attr);
+	/* an initiator has no responder: the RC responder attributes are refused */
+	CHK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC) == EINVAL);
+	CHK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				    IBV_QP_RQ_PSN) == 0);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.sq_psn = my_psn();
+	a.max_rd_atomic = 1;
+	CHK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+	sync_fd(fd);   /* the target is at RTS, its receives posted */
+
+	struct ibv_sge s = {.addr = (uintptr_t)buf, .length = 16, .lkey = mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = 1, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_SEND,
+				 .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
+
+	if (mode == 0) {
+		/* one SEND to each SRQ of the target's domain, second first */
+		wr.qp_type.xrc.remote_srqn = r.srqn[1];
+		CHK(ibv_post_send(qp, &wr, &bad) == 0);
+		CHK(poll_wc(cq, &wc, 5000) == 1);
+		CHK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 1 && wc.opcode == IBV_WC_SEND);
+		buf[12] = '1';
+		wr.wr_id = 2;
+		wr.qp_type.xrc.remote_srqn = r.srqn[0];
+		CHK(ibv_post_send(qp, &wr, &bad) == 0);
+		CHK(poll_wc(cq, &wc, 5000) == 1);
+		CHK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 2);
+		/* an RDMA WRITE through the first SRQ: keys of that SRQ's PD */
+		wr.wr_id = 4;
+		wr.opcode = IBV_WR_RDMA_WRITE;
+		wr.wr.rdma.remote_addr = r.addr + 32;
+		wr.wr.rdma.rkey = r.rkey;
+		CHK(ibv_post_send(qp, &wr, &bad) == 0);
+		CHK(poll_wc(cq, &wc, 5000) == 1);
+		CHK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 4 && wc.opcode == IBV_WC_RDMA_WRITE);
+		wr.opcode = IBV_WR_SEND;
+		sync_fd(fd);   /* the target checked all three */
+		wr.wr_id = 3;
+		wr.qp_type.xrc.remote_srqn = r.srqn[2];   /* another domain's */
+	} else {
+		wr.wr_id = 3;
+		wr.qp_type.xrc.remote_srqn = 0xABCDE;     /* no SRQ at all */
+	}
+	CHK(ibv_post_send(qp, &wr, &bad) == 0);
+	CHK(poll_wc(cq, &wc, 5000) == 1);
+	if (wc.status != IBV_WC_REM_INV_REQ_ERR || wc.wr_id != 3) {
+		fprintf(stderr, "wrong SRQ: status %d wr_id %llu\n", wc.status,
+			(unsigned long long)wc.wr_id);
+		_exit(101);
+	}
+	sync_fd(fd);
+	CHK(ibv_destroy_qp(qp) == 0);
+	CHK(ibv_dereg_mr(mr) == 0);
+	CHK(ibv_destroy_cq(cq) == 0);
+	CHK(ibv_dealloc_pd(pd) == 0);
+	CHK(ibv_close_device(ctx) == 0);
+}
+
+static void child_xrc_tgt(int fd, void *arg)
+{
+	int mode = *(int *)arg;
+	struct ibv_port_attr port;
+	struct ibv_context *ctx = open_ctx(&port);
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	struct ibv_cq *cq2 = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	static char buf[3][64];
+	struct ibv_xrcd_init_attr xa = {.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+					.fd = -1, .oflags = O_CREAT};
+	struct ibv_xrcd *xrcd = ibv_open_xrcd(ctx, &xa), *other = ibv_open_xrcd(ctx, &xa);
+	struct ibv_srq *srq[3];
+	uint32_t srqn[3];
+	struct ibv_mr *mr;
+	struct ibv_qp_attr a;
+	struct ibv_wc wc;
+	struct xinfo r;
+
+	CHK(pd && cq && cq2 && xrcd && other);
+	mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	CHK(mr);
+	for (int i = 0; i < 3; i++) {
+		struct ibv_srq_init_attr_ex sa = {
+			.attr = {.max_wr = 4, .max_sge = 1},
+			.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+				     IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ,
+			.srq_type = IBV_SRQT_XRC, .pd = pd, .xrcd = i < 2 ? xrcd : other,
+			.cq = i == 1 ? cq2 : cq,
+		};
+		struct ibv_sge s = {.addr = (uintptr_t)buf[i], .length = 64, .lkey = mr->lkey};
+		struct ibv_recv_wr wr = {.wr_id = 100 + (uint64_t)i, .sg_list = &s, .num_sge = 1}, *bad;
+
+		srq[i] = ibv_create_srq_ex(ctx, &sa);
+		CHK(srq[i]);
+		CHK(ibv_get_srq_num(srq[i], &srqn[i]) == 0);
+		CHK(ibv_post_srq_recv(srq[i], &wr, &bad) == 0);
+	}
+	CHK(srqn[0] != srqn[1] && srqn[1] != srqn[2]);
+	/* an XRC SRQ needs its domain and CQ */
+	struct ibv_srq_init_attr_ex bad_sa = {
+		.attr = {.max_wr = 4, .max_sge = 1},
+		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD,
+		.srq_type = IBV_SRQT_XRC, .pd = pd, .xrcd = xrcd,
+	};
+	CHK(ibv_create_srq_ex(ctx, &bad_sa) == NULL && errno == EINVAL);
+	/* the target: the XRCD, no PD, CQs nor queues */
+	struct ibv_qp_init_attr_ex qa = {
+		.qp_type = IBV_QPT_XRC_RECV, .comp_mask = IBV_QP_INIT_ATTR_XRCD, .xrcd = xrcd,
+	};
+	struct ibv_qp *qp = ibv_create_qp_ex(ctx, &qa);
+
+	CHK(qp);
+	/* a domain in use stays */
+	CHK(ibv_close_xrcd(xrcd) == EBUSY);
+	xchg_x(fd, ctx, &port, qp->qp_num, srqn, mr, &r);
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	CHK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				    IBV_QP_ACCESS_FLAGS) == 0);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = r.qpn;
+	a.rq_psn = r.psn;
+	a.max_dest_rd_atomic = 4;
+	a.min_rnr_timer = 12;
+	xrc_av(&port, &r, &a.ah_attr);
+	CHK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				    IBV_QP_MIN_RNR_TIMER) == 0);
+	/* a target has no requester: RTS needs only the ACK timeout and PSN */
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.sq_psn = my_psn();
+	CHK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT) == 0);
+	sync_fd(fd);
+
+	if (mode == 0) {
+		/* the first SEND went to the second SRQ: its CQ (cq2) */
+		CHK(poll_wc(cq2, &wc, 5000) == 1);
+		CHK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 101 && wc.opcode == IBV_WC_RECV);
+		CHK(wc.byte_len == 16 && wc.qp_num == qp->qp_num);
+		CHK(!memcmp(buf[1], "xrc-payload-0", 14));
+		CHK(poll_wc(cq, &wc, 5000) == 1);
+		CHK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 100);
+		CHK(!memcmp(buf[0], "xrc-payload-1", 14));
+		sync_fd(fd);
+		/* the WRITE came in meanwhile (no completion at the target) */
+		CHK(!memcmp(buf[0] + 32, "xrc-payload-1", 14));
+	}
+	sync_fd(fd);
+	/* nothing landed in the other domain's SRQ, nor anywhere else */
+	CHK(ibv_poll_cq(cq, 1, &wc) == 0);
+	CHK(ibv_poll_cq(cq2, 1, &wc) == 0);
+	CHK(buf[2][0] == 0);
+	CHK(ibv_destroy_qp(qp) == 0);
+	for (int i = 0; i < 3; i++)
+		CHK(ibv_destroy_srq(srq[i]) == 0);
+	CHK(ibv_close_xrcd(xrcd) == 0);
+	CHK(ibv_close_xrcd(other) == 0);
+	CHK(ibv_dereg_mr(mr) == 0);
+	CHK(ibv_destroy_cq(cq) == 0);
+	CHK(ibv_destroy_cq(cq2) == 0);
+	CHK(ibv_dealloc_pd(pd) == 0);
+	CHK(ibv_close_device(ctx) == 0);
+}
+
+Test(sim_verbs, xrc_send_to_srq_and_other_domain_ib, .fini = fabric_stop, .timeout = 60)
+{
+	int mode = 0;
+
+	fabric_start("ib");
+	run_pair(child_xrc_ini, child_xrc_tgt, &mode, 20000);
+}
+
+Test(sim_verbs, xrc_unknown_srqn_roce, .fini = fabric_stop, .timeout = 60)
+{
+	int mode = 1;
+
+	fabric_start("roce");
+	run_pair(child_xrc_ini, child_xrc_tgt, &mode, 20000);
 }

@@ -1,0 +1,134 @@
+/*
+ * UCX 1.13 (Debian ucx-utils / libucx-dev, unmodified) over uscm's
+ * librdmacm and the verbs drop-in, on a fabric started with --netns and
+ * --dev-infiniband (UCX uses a device only when /dev/infiniband/uverbs0
+ * exists; docs/sim.md): `ucx_info -d` shows the node's device with
+ * rc_verbs and ud_verbs; ucx_perftest tag_lat and tag_bw with
+ * UCX_TLS=rc_verbs,ud_verbs,self from node 2 to node 1; libucx-dev's
+ * ucp_client_server example (compiled here, unmodified) connecting through
+ * UCX's rdmacm connection manager (a sockaddr: 127.10.0.1:13337), which
+ * creates its QPs on id->pd. In-process mode, and daemon mode as
+ * test_lib_apps_ucx_daemon. Skipped when UCX is missing.
+ */
+#include "apptest.h"
+
+static void teardown(void)
+{
+	lt_fabric_stop();
+}
+
+TestSuite(ucx, .fini = teardown, .timeout = 120);
+
+#define TLS "env UCX_TLS=rc_verbs,ud_verbs,self"
+
+static void need_ucx(void)
+{
+	if (lt_sh(NULL, "command -v ucx_info >/dev/null && command -v ucx_perftest >/dev/null") != 0)
+		tf_skip_missing("ucx_info / ucx_perftest (Debian ucx-utils) are not installed");
+}
+
+static void start(const char *link)
+{
+	char opts[96];
+	const char *d = getenv("USCM_TEST_DAEMON");
+
+	need_ucx();
+	if (geteuid() != 0 || lt_sh(NULL, "unshare -n -m true >/dev/null 2>&1") != 0)
+		cr_skip_test("--netns / --dev-infiniband need root (network and mount namespaces)");
+	if (lt_sh(NULL, "command -v ip >/dev/null") != 0)
+		tf_skip_missing("ip (Debian iproute2) is not installed: uscm-sim --netns needs it");
+	snprintf(opts, sizeof(opts), "%s --netns --dev-infiniband",
+		 d && atoi(d) ? "" : "--no-uscmd");
+	lt_fabric_start_opts(link, 2, opts);
+}
+
+Test(ucx, ucx_info_shows_verbs_transports)
+{
+	char *out = NULL;
+	int rc;
+
+	start("ib");
+	rc = app_client(1, 30, "ucx_info -d", &out);
+	cr_assert_eq(rc, 0, "ucx_info -d exited %d:\n%s", rc, out);
+	cr_expect(strstr(out, "# Memory domain: uscm_node1"), "%s", out);
+	cr_expect(strstr(out, "Transport: rc_verbs"), "%s", out);
+	cr_expect(strstr(out, "Transport: ud_verbs"), "%s", out);
+	cr_expect(strstr(out, "Device: uscm_node1:1"), "%s", out);
+	cr_expect(strstr(out, "Connection manager: rdmacm"), "%s", out);
+	free(out);
+}
+
+/* ucx_perftest server on node 1 (TCP port 13337 for its setup), client
+ * on node 2. */
+static void perftest(const char *link, const char *args)
+{
+	char cmd[512], *out = NULL, *sout;
+	int rc;
+
+	start(link);
+	snprintf(cmd, sizeof(cmd), TLS " ucx_perftest %s", args);
+	app_server(1, 60, cmd);
+	if (!app_tcp_listens(13337, 20000)) {
+		sout = app_server_out();
+		cr_assert_fail("ucx_perftest's server did not listen:\n%s", sout);
+	}
+	snprintf(cmd, sizeof(cmd), TLS " ucx_perftest 127.10.0.1 %s", args);
+	rc = app_client(2, 60, cmd, &out);
+	cr_expect_eq(rc, 0, "the ucx_perftest client exited %d:\n%s", rc, out);
+	cr_expect(strstr(out, "Final:"), "no result:\n%s", out);
+	rc = app_server_rc(20000);
+	sout = app_server_out();
+	cr_expect_eq(rc, 0, "the ucx_perftest server exited %d:\n%s", rc, sout);
+	free(out);
+	free(sout);
+}
+
+Test(ucx, perftest_tag_lat)
+{
+	perftest("ib", "-t tag_lat -n 1000");
+}
+
+Test(ucx, perftest_tag_bw)
+{
+	perftest("ib", "-t tag_bw -n 200 -s 65536");
+}
+
+/* libucx-dev's ucp_client_server: the server (it serves forever) on
+ * node 1, the client on node 2 with -a 127.10.0.1; tag API. */
+Test(ucx, ucp_client_server_through_rdmacm)
+{
+	const char *ex = "/usr/share/doc/libucx-dev/examples";
+	char cmd[1024], *out = NULL, *sout;
+	int rc;
+
+	need_ucx();
+	if (lt_sh(NULL, "test -f %s/ucp_client_server.c && command -v gcc >/dev/null", ex) != 0)
+		tf_skip_missing("libucx-dev's examples (ucp_client_server.c) or gcc are not installed");
+	start("ib");
+	rc = lt_sh(&out, "gcc -O1 -o %s/ucp_cs %s/ucp_client_server.c -I%s -lucp -lucs 2>&1", lt_dir,
+		   ex, ex);
+	cr_assert_eq(rc, 0, "cannot build ucp_client_server:\n%s", out);
+	free(out);
+	out = NULL;
+	/* its stdout line-buffered as stdbuf -oL does (_STDBUF_O + libstdbuf),
+	 * with libstdbuf after whatever is preloaded (ASan's runtime first) */
+	snprintf(cmd, sizeof(cmd),
+		 "sh -c 'LD_PRELOAD=\"${LD_PRELOAD:+$LD_PRELOAD }/usr/libexec/coreutils/libstdbuf.so\""
+		 " _STDBUF_O=L UCX_TLS=rc_verbs,ud_verbs,self exec %s/ucp_cs -c tag'",
+		 lt_dir);
+	app_server(1, 60, cmd);
+	if (!app_server_says("server is listening", 20000)) {
+		sout = app_server_out();
+		cr_assert_fail("ucp_client_server did not listen:\n%s", sout);
+	}
+	snprintf(cmd, sizeof(cmd), TLS " %s/ucp_cs -c tag -a 127.10.0.1", lt_dir);
+	rc = app_client(2, 60, cmd, &out);
+	cr_expect_eq(rc, 0, "the client exited %d:\n%s", rc, out);
+	cr_expect(strstr(out, "ABCDEFGHIJKLMNO"), "%s", out);
+	cr_expect(app_server_says("UCP TEST SUCCESS", 10000), "the server got no message");
+	sout = app_server_out();
+	cr_expect(strstr(sout, "Server received a connection request from client at address 127.10.0.2"),
+		  "%s", sout);
+	free(out);
+	free(sout);
+}

@@ -1,0 +1,464 @@
+/*
+ * test_lib_netns.c - rdma_resolve_addr through the routing and neighbour
+ * tables (issue 18), on the simulated RoCE fabric with real IP interfaces
+ * in network namespaces the test creates:
+ *
+ *   namespace A (node 1)  a0 127.10.0.1/24 ==veth== b0 127.10.0.2/24  namespace B (node 2)
+ *                         a1 10.99.0.1/24  ==veth== b1 10.99.0.2/24
+ *
+ * (route_localnet=1, so that 127.10/16, the sim's node addresses, travel
+ * on the veths.) The fabric stays in the root namespace; a node's program
+ * runs in its namespace, where the sim's libibverbs reports its GID as
+ * bound to the interface holding its address (a0 / b0), and its datagrams
+ * still travel in the fabric's namespace (docs/sim.md). No hosts file
+ * (USCM_HOSTS names a missing one): the routing table decides.
+ *
+ * The test process itself becomes node 1 in namespace A; node 2's
+ * programs (unmodified rping) run in B through `ip netns exec`. In daemon
+ * mode (rping_ipv6_daemon) each node's uscmd is restarted in its node's
+ * namespace, where it resolves addresses. Skipped
+ * only when this machine cannot create network namespaces (not root);
+ * iproute2 missing is a missing prerequisite.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <fcntl.h>
+#include <sched.h>
+
+#include "libtest.h"
+
+static char nsa[32], nsb[32];
+
+static void net_down(void)
+{
+	if (nsa[0])
+		lt_sh(NULL, "ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null; true", nsa, nsb);
+	nsa[0] = 0;
+}
+
+static void teardown(void)
+{
+	lt_fabric_stop();
+	net_down();
+}
+
+TestSuite(netns, .fini = teardown, .timeout = 60);
+
+/* The two namespaces and their veths; the fabric (RoCE); this process
+ * enters A as node 1. */
+static void net_up_mode(int daemon)
+{
+	char *out = NULL;
+	int pid = (int)getpid(), fd;
+	char path[64];
+
+	if (lt_sh(NULL, "command -v ip >/dev/null") != 0)
+		tf_skip_missing("ip (Debian iproute2) is not installed");
+	snprintf(nsa, sizeof(nsa), "uA%d", pid);
+	snprintf(nsb, sizeof(nsb), "uB%d", pid);
+	if (lt_sh(&out, "ip netns add %s 2>&1", nsa) != 0) {
+		nsa[0] = 0;
+		cr_skip_test("cannot create a network namespace here (needs root): %s", out);
+	}
+	free(out);
+	out = NULL;
+	int rc = lt_sh(&out,
+		       "set -e; A=%s; B=%s; ip netns add $B;"
+		       /* no Duplicate Address Detection: the links are usable at once */
+		       "for n in $A $B; do ip netns exec $n sysctl -qw net.ipv6.conf.all.accept_dad=0"
+		       "  net.ipv6.conf.default.accept_dad=0; done;"
+		       "ip link add ${A}a0 netns $A type veth peer name ${B}b0 netns $B;"
+		       "ip link add ${A}a1 netns $A type veth peer name ${B}b1 netns $B;"
+		       "ip -n $A addr add 127.10.0.1/24 dev ${A}a0; ip -n $B addr add 127.10.0.2/24 dev ${B}b0;"
+		       "ip -n $A addr add 10.99.0.1/24 dev ${A}a1; ip -n $B addr add 10.99.0.2/24 dev ${B}b1;"
+		       "ip -n $A addr add fd00::1/64 dev ${A}a0 nodad; ip -n $B addr add fd00::2/64 dev ${B}b0 nodad;"
+		       "for n in $A $B; do ip netns exec $n sysctl -qw net.ipv4.conf.all.route_localnet=1;"
+		       "  for l in $(ip -n $n -o link show | awk -F': ' '{print $2}' | cut -d@ -f1); do"
+		       "    ip netns exec $n sysctl -qw net.ipv4.conf.$l.route_localnet=1; ip -n $n link set $l up; done; done 2>&1",
+		       nsa, nsb);
+	cr_assert_eq(rc, 0, "namespace setup: %s", out);
+	free(out);
+	out = NULL;
+	/* IPv6 on a new interface is configured once the kernel's link watch
+	 * has run (up to a second after it came up): until its link-local and
+	 * multicast routes exist, Neighbour Solicitations and Advertisements
+	 * are not sent, and a test would measure the kernel's retransmission
+	 * (1 s). Wait for those routes on both sides. */
+	rc = lt_sh(&out,
+		   "ready() { ip -n $1 -6 route show table local | grep -q '^multicast ff00::/8' &&"
+		   "  ip -n $1 -6 route show | grep -q '^fe80::/64'; };"
+		   "for i in $(seq 1 60); do ready %s && ready %s && exit 0; sleep 0.05; done;"
+		   "ip -n %s -6 route show table all; exit 1",
+		   nsa, nsb, nsa);
+	cr_assert_eq(rc, 0, "IPv6 never came up on the veths: %s", out);
+	free(out);
+	if (daemon) {
+		/* each node's uscmd in the node's namespace: the resolution is
+		 * uscmd's, in the namespace it runs in */
+		lt_fabric_start_daemon("roce", 2);
+		for (int n = 1; n <= 2; n++) {
+			rc = lt_sh(&out, "ip netns exec %s %s/uscm-sim uscmd --dir %s node%d restart 2>&1",
+				   n == 1 ? nsa : nsb, lt_bin(), getenv("USCM_SIM_DIR"), n);
+			cr_assert_eq(rc, 0, "uscmd node%d in its namespace: %s", n, out);
+			free(out);
+			out = NULL;
+		}
+	} else {
+		lt_fabric_start("roce", 2);
+	}
+	setenv("USCM_HOSTS", "/nonexistent/uscm-no-hosts", 1);
+	snprintf(path, sizeof(path), "/run/netns/%s", nsa);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert(fd >= 0);
+	cr_assert_eq(setns(fd, CLONE_NEWNET), 0, "setns: %s", strerror(errno));
+	close(fd);
+	lt_node(1);
+}
+
+static void net_up(void)
+{
+	net_up_mode(0);
+}
+
+static struct sockaddr_in sin4(const char *ip)
+{
+	return lt_sin(ip, 7471);
+}
+
+/* rdma_resolve_addr(dst, timeout) on a new id: the event, and how long
+ * the call itself and the event took (ms). */
+static struct rdma_cm_event *resolve(struct rdma_event_channel *ch, struct rdma_cm_id **id,
+				     struct sockaddr *src, struct sockaddr *dst, int timeout,
+				     uint64_t *call_ms, uint64_t *event_ms)
+{
+	uint64_t t0;
+
+	cr_assert_eq(rdma_create_id(ch, id, NULL, RDMA_PS_TCP), 0);
+	t0 = lt_now_ms();
+	cr_assert_eq(rdma_resolve_addr(*id, src, dst, timeout), 0, "%s", strerror(errno));
+	*call_ms = lt_now_ms() - t0;
+	struct rdma_cm_event *ev = lt_event(ch, timeout + 3000);
+	*event_ms = lt_now_ms() - t0;
+	cr_assert(ev, "no event");
+	return ev;
+}
+
+static int neigh_state(const char *ns, const char *ip, const char *state)
+{
+	return lt_sh(NULL, "ip -n %s neigh show %s | grep -q %s", ns, ip, state) == 0;
+}
+
+/* No neighbour entry: the call returns at once, ARP runs, ADDR_RESOLVED
+ * within timeout_ms; the source is the route's (a0's address, not a1's),
+ * the port and GID those of a0; the route follows on that GID. */
+Test(netns, resolve_without_neighbour_entry)
+{
+	static const uint8_t sgid[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 10, 0, 1 };
+	static const uint8_t dgid[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 10, 0, 2 };
+	struct sockaddr_in dst = sin4("127.10.0.2");
+	struct rdma_event_channel *ch;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	uint64_t call_ms, ev_ms;
+
+	net_up();
+	cr_assert(!neigh_state(nsa, "127.10.0.2", "lladdr"), "no entry before");
+	ch = rdma_create_event_channel();
+	cr_assert(ch);
+	ev = resolve(ch, &id, NULL, (struct sockaddr *)&dst, 2000, &call_ms, &ev_ms);
+	cr_assert_eq(ev->event, RDMA_CM_EVENT_ADDR_RESOLVED, "%s %d", rdma_event_str(ev->event),
+		     ev->status);
+	rdma_ack_cm_event(ev);
+	cr_expect_lt(call_ms, 500, "the call does not wait for ARP (%llu ms)",
+		     (unsigned long long)call_ms);
+	cr_expect_leq(ev_ms, 2000, "within timeout_ms (%llu ms)", (unsigned long long)ev_ms);
+	cr_expect(neigh_state(nsa, "127.10.0.2", "lladdr"), "the kernel resolved the neighbour");
+	cr_expect_eq(id->route.addr.src_sin.sin_addr.s_addr, inet_addr("127.10.0.1"),
+		     "the source the route prefers");
+	cr_expect_arr_eq(id->route.addr.addr.ibaddr.sgid.raw, sgid, 16);
+	cr_expect_arr_eq(id->route.addr.addr.ibaddr.dgid.raw, dgid, 16);
+	cr_assert_eq(rdma_resolve_route(id, 1000), 0);
+	ev = lt_expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 2000);
+	rdma_ack_cm_event(ev);
+	cr_expect_arr_eq(id->route.path_rec->sgid.raw, sgid, 16);
+	cr_expect_arr_eq(id->route.path_rec->dgid.raw, dgid, 16);
+	rdma_destroy_id(id);
+	/* A second time: the entry is valid, answered at once. */
+	ev = resolve(ch, &id, NULL, (struct sockaddr *)&dst, 2000, &call_ms, &ev_ms);
+	cr_assert_eq(ev->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+	rdma_ack_cm_event(ev);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+}
+
+/* The second interface: a1's subnet routes out of an interface no RDMA
+ * port is bound to: ADDR_ERROR -ENODEV, as the kernel (no device); its
+ * address cannot be a source either. */
+Test(netns, interface_without_rdma_port)
+{
+	struct sockaddr_in dst = sin4("10.99.0.2"), src = sin4("10.99.0.1");
+	struct rdma_event_channel *ch;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	uint64_t call_ms, ev_ms;
+
+	net_up();
+	ch = rdma_create_event_channel();
+	cr_assert(ch);
+	ev = resolve(ch, &id, NULL, (struct sockaddr *)&dst, 1000, &call_ms, &ev_ms);
+	cr_assert_eq(ev->event, RDMA_CM_EVENT_ADDR_ERROR, "%s", rdma_event_str(ev->event));
+	cr_expect_eq(ev->status, -ENODEV);
+	rdma_ack_cm_event(ev);
+	rdma_destroy_id(id);
+	src.sin_port = 0;
+	cr_assert_eq(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
+	cr_expect_eq(rdma_bind_addr(id, (struct sockaddr *)&src), -1);
+	cr_expect_eq(errno, EADDRNOTAVAIL);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+}
+
+/* An address of a0's subnet nobody holds: ARP gets no answer, ADDR_ERROR
+ * -ETIMEDOUT once timeout_ms is over (not before, not much after). */
+Test(netns, nobody_answers)
+{
+	struct sockaddr_in dst = sin4("127.10.0.77");
+	struct rdma_event_channel *ch;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	uint64_t call_ms, ev_ms;
+
+	net_up();
+	ch = rdma_create_event_channel();
+	cr_assert(ch);
+	ev = resolve(ch, &id, NULL, (struct sockaddr *)&dst, 700, &call_ms, &ev_ms);
+	cr_assert_eq(ev->event, RDMA_CM_EVENT_ADDR_ERROR, "%s", rdma_event_str(ev->event));
+	cr_expect_eq(ev->status, -ETIMEDOUT);
+	rdma_ack_cm_event(ev);
+	cr_expect_lt(call_ms, 300);
+	cr_expect_geq(ev_ms, 650, "not before timeout_ms (%llu ms)", (unsigned long long)ev_ms);
+	cr_expect_leq(ev_ms, 1200, "soon after timeout_ms (%llu ms)", (unsigned long long)ev_ms);
+	/* destroying an id while its neighbour is awaited */
+	ev_ms = lt_now_ms();
+	cr_assert_eq(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
+	cr_assert_eq(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 5000), 0);
+	cr_expect_eq(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 5000), -1,
+		     "one resolution at a time");
+	cr_expect_eq(rdma_listen(id, 1), -1, "no listen while resolving (the kernel's ADDR_QUERY)");
+	cr_expect_eq(errno, EINVAL);
+	cr_assert_eq(rdma_destroy_id(id), 0);
+	cr_expect_lt(lt_now_ms() - ev_ms, 1000, "destroy does not wait for ARP");
+	cr_expect_null(lt_event(ch, 200));
+	rdma_destroy_event_channel(ch);
+}
+
+/* Unmodified rping, server on node 2 in B, client on node 1 in A, with no
+ * neighbour entries: the client's library resolves 127.10.0.2 through
+ * ARP. */
+Test(netns, rping_through_arp)
+{
+	char *out = NULL;
+	int st;
+
+	if (lt_sh(NULL, "command -v rping >/dev/null") != 0)
+		tf_skip_missing("rping (Debian rdmacm-utils) is not installed");
+	net_up();
+	lt_sh(NULL,
+	      "ip netns exec %s env USCM_SIM_NODE=node2 %s timeout 20 rping -s -a 127.10.0.2 -C 3 -v "
+	      ">%s/server.out 2>&1 &",
+	      nsb, lt_util_env(), getenv("USCM_SIM_DIR"));
+	for (int i = 0; i < 50; i++) {
+		free(out);
+		out = NULL;
+		st = lt_sh(&out, "USCM_SIM_NODE=node1 %s timeout 20 rping -c -a 127.10.0.2 -C 3 -v 2>&1",
+			   lt_util_env());
+		if (st == 0 || !strstr(out, "REJECTED"))
+			break;
+		usleep(100 * 1000);
+	}
+	cr_expect_eq(st, 0, "rping -c exited %d:\n%s", st, out);
+	cr_expect(strstr(out, "rdma-ping-2"), "%s", out);
+	free(out);
+}
+
+/* Runs an unmodified server in B (node 2) and client in A (node 1); the
+ * client's output, its exit status in *st. */
+static char *pair(const char *server, const char *client, int *st)
+{
+	char *out = NULL;
+
+	lt_sh(NULL,
+	      "ip netns exec %s env USCM_SIM_NODE=node2 %s timeout 20 %s >%s/server.out 2>&1 &",
+	      nsb, lt_util_env(), server, getenv("USCM_SIM_DIR"));
+	for (int i = 0; i < 50; i++) {
+		free(out);
+		out = NULL;
+		*st = lt_sh(&out, "USCM_SIM_NODE=node1 %s timeout 20 %s 2>&1", lt_util_env(), client);
+		if (*st == 0 || !strstr(out, "REJECTED"))
+			break;
+		usleep(100 * 1000);
+	}
+	return out;
+}
+
+/* IPv6 end to end: the route and Neighbour Discovery choose a0 and its
+ * GID fd00::1 (the sim's GID table lists the interface's IPv6 addresses,
+ * as the kernel's does); unmodified rping -a fd00::2. */
+Test(netns, rping_ipv6)
+{
+	char *out;
+	int st;
+
+	if (lt_sh(NULL, "command -v rping >/dev/null") != 0)
+		tf_skip_missing("rping (Debian rdmacm-utils) is not installed");
+	net_up();
+	out = pair("rping -s -a fd00::2 -C 3 -v", "rping -c -a fd00::2 -C 3 -v", &st);
+	cr_expect_eq(st, 0, "rping -c -a fd00::2 exited %d:\n%s", st, out);
+	cr_expect(strstr(out, "rdma-ping-2"), "%s", out);
+	cr_expect(neigh_state(nsa, "fd00::2", "lladdr"), "Neighbour Discovery ran");
+	free(out);
+}
+
+/* The same in daemon mode: each node's uscmd runs in its namespace. */
+Test(netns, rping_ipv6_daemon)
+{
+	char *out;
+	int st;
+
+	if (lt_sh(NULL, "command -v rping >/dev/null") != 0)
+		tf_skip_missing("rping (Debian rdmacm-utils) is not installed");
+	net_up_mode(1);
+	out = pair("rping -s -a fd00::2 -C 3 -v", "rping -c -a fd00::2 -C 3 -v", &st);
+	cr_expect_eq(st, 0, "rping -c -a fd00::2 (daemon mode) exited %d:\n%s", st, out);
+	cr_expect(strstr(out, "rdma-ping-2"), "%s", out);
+	cr_expect(neigh_state(nsa, "fd00::2", "lladdr"), "Neighbour Discovery ran");
+	free(out);
+}
+
+/* IPv6: unmodified ucmatose, two connections. */
+Test(netns, ucmatose_ipv6)
+{
+	char *out;
+	int st;
+
+	if (lt_sh(NULL, "command -v ucmatose >/dev/null") != 0)
+		tf_skip_missing("ucmatose (Debian rdmacm-utils) is not installed");
+	net_up();
+	out = pair("ucmatose -b fd00::2 -c 2", "ucmatose -s fd00::2 -c 2", &st);
+	cr_expect_eq(st, 0, "ucmatose -s fd00::2 exited %d:\n%s", st, out);
+	cr_expect(strstr(out, "test complete"), "%s", out);
+	free(out);
+}
+
+/* IPv6 in this process: the source GID is the IPv6 one bound to a0. */
+Test(netns, resolve_ipv6)
+{
+	struct sockaddr_in6 dst = { .sin6_family = AF_INET6, .sin6_port = htons(7471) };
+	uint8_t want[16];
+	struct rdma_event_channel *ch;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	uint64_t call_ms, ev_ms;
+
+	net_up();
+	inet_pton(AF_INET6, "fd00::2", &dst.sin6_addr);
+	ch = rdma_create_event_channel();
+	cr_assert(ch);
+	ev = resolve(ch, &id, NULL, (struct sockaddr *)&dst, 3000, &call_ms, &ev_ms);
+	cr_assert_eq(ev->event, RDMA_CM_EVENT_ADDR_RESOLVED, "%s %d", rdma_event_str(ev->event),
+		     ev->status);
+	rdma_ack_cm_event(ev);
+	/* the solicitation leaves at once (not at the kernel's next
+	 * retransmission, a second later) */
+	cr_expect_lt(ev_ms, 900, "Neighbour Discovery took %llu ms", (unsigned long long)ev_ms);
+	inet_pton(AF_INET6, "fd00::1", want);
+	cr_expect_arr_eq(id->route.addr.src_sin6.sin6_addr.s6_addr, want, 16);
+	cr_expect_arr_eq(id->route.addr.addr.ibaddr.sgid.raw, want, 16);
+	cr_expect_arr_eq(id->route.addr.addr.ibaddr.dgid.raw, dst.sin6_addr.s6_addr, 16);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+}
+
+/* Through a gateway: the neighbour resolved is the gateway's (B), the
+ * destination GID the destination's address. The route's preferred
+ * source decides the GID: the kernel prefers 10.99.0.1 (it avoids 127/8
+ * sources for such a route), which no GID of a0 holds — ENODEV, as the
+ * kernel's GID lookup by source address fails; with `src 127.10.0.1` on
+ * the route it resolves. */
+Test(netns, via_gateway)
+{
+	static const uint8_t dgid[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 20, 0, 5 };
+	struct sockaddr_in dst = sin4("127.20.0.5");
+	struct rdma_event_channel *ch;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	uint64_t call_ms, ev_ms;
+
+	net_up();
+	cr_assert_eq(lt_sh(NULL, "ip -n %s route add 127.20.0.0/24 via 127.10.0.2", nsa), 0);
+	ch = rdma_create_event_channel();
+	cr_assert(ch);
+	ev = resolve(ch, &id, NULL, (struct sockaddr *)&dst, 2000, &call_ms, &ev_ms);
+	cr_assert_eq(ev->event, RDMA_CM_EVENT_ADDR_ERROR, "%s", rdma_event_str(ev->event));
+	cr_expect_eq(ev->status, -ENODEV);
+	rdma_ack_cm_event(ev);
+	rdma_destroy_id(id);
+	cr_assert_eq(lt_sh(NULL, "ip -n %s route change 127.20.0.0/24 via 127.10.0.2 src 127.10.0.1",
+			   nsa),
+		     0);
+	ev = resolve(ch, &id, NULL, (struct sockaddr *)&dst, 2000, &call_ms, &ev_ms);
+	cr_assert_eq(ev->event, RDMA_CM_EVENT_ADDR_RESOLVED, "%s %d", rdma_event_str(ev->event),
+		     ev->status);
+	rdma_ack_cm_event(ev);
+	cr_expect(neigh_state(nsa, "127.10.0.2", "lladdr"), "the gateway was resolved");
+	cr_expect(!neigh_state(nsa, "127.20.0.5", "lladdr"), "not the destination");
+	cr_expect_arr_eq(id->route.addr.addr.ibaddr.dgid.raw, dgid, 16);
+	cr_expect_eq(id->route.addr.src_sin.sin_addr.s_addr, inet_addr("127.10.0.1"));
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+}
+
+/* Own addresses stay local (the route is local): IPv4 on GID 0, IPv6 on
+ * the GID holding it. */
+Test(netns, own_addresses)
+{
+	struct sockaddr_in dst = sin4("127.10.0.1");
+	struct sockaddr_in6 dst6 = { .sin6_family = AF_INET6, .sin6_port = htons(7471) };
+	struct rdma_event_channel *ch;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	uint64_t call_ms, ev_ms;
+
+	net_up();
+	ch = rdma_create_event_channel();
+	cr_assert(ch);
+	ev = resolve(ch, &id, NULL, (struct sockaddr *)&dst, 2000, &call_ms, &ev_ms);
+	cr_assert_eq(ev->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+	rdma_ack_cm_event(ev);
+	cr_expect_arr_eq(id->route.addr.addr.ibaddr.dgid.raw, id->route.addr.addr.ibaddr.sgid.raw, 16);
+	rdma_destroy_id(id);
+	inet_pton(AF_INET6, "fd00::1", &dst6.sin6_addr);
+	ev = resolve(ch, &id, NULL, (struct sockaddr *)&dst6, 2000, &call_ms, &ev_ms);
+	cr_assert_eq(ev->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+	rdma_ack_cm_event(ev);
+	cr_expect_arr_eq(id->route.addr.addr.ibaddr.dgid.raw, dst6.sin6_addr.s6_addr, 16);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+}
+
+/* IPv6, UD: unmodified udaddy (SIDR, then datagrams whose GRH is an IPv6
+ * header carrying the GIDs the sender and receiver use). */
+Test(netns, udaddy_ipv6)
+{
+	char *out;
+	int st;
+
+	if (lt_sh(NULL, "command -v udaddy >/dev/null") != 0)
+		tf_skip_missing("udaddy (Debian rdmacm-utils) is not installed");
+	net_up();
+	out = pair("udaddy -b fd00::2", "udaddy -s fd00::2", &st);
+	cr_expect_eq(st, 0, "udaddy -s fd00::2 exited %d:\n%s", st, out);
+	cr_expect(strstr(out, "test complete"), "%s", out);
+	free(out);
+}
