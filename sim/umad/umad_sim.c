@@ -149,6 +149,11 @@ struct uport {
 	uint8_t gen;            /* 3 bits of hi_tid against stale responses */
 	uint32_t psn;
 	int ifd_events;         /* what ifd is registered for in epoll */
+	/* Direct mode's fast path (direct_recv, timeout 0): qseq counts the
+	 * records put on ifd or its backlog, qseen is the qseq at which
+	 * umad_recv last found ufd empty; equal (and no backlog), nothing can
+	 * wait on ufd and the socket is read without asking epoll first. */
+	uint64_t qseq, qseen;
 	struct agent agents[MAX_AGENTS];
 	struct osend *sends;
 	struct rmpp_rx *rmpp;
@@ -794,6 +799,7 @@ static void deliver(struct uport *up, const void *rec, size_t len)
 		G.take.len = len;
 		return;
 	}
+	up->qseq++;
 	if (!up->backlog) {
 		ssize_t n = send(up->ifd, rec, len, MSG_DONTWAIT | MSG_NOSIGNAL);
 
@@ -2156,8 +2162,10 @@ int umad_poll(int fd, int timeout_ms)
 /* Receives one datagram of direct-mode port fd; its first record (when it
  * fits cap) lands in buf. Returns the record's length, 0 when the datagram
  * gave none for the caller (dropped, consumed, or queued on fd instead),
- * -EAGAIN when the socket was empty, -EBADF when fd is no direct port. */
-static ssize_t direct_take(int fd, void *buf, size_t cap)
+ * -EAGAIN when the socket was empty, -EBADF when fd is no direct port;
+ * with `clean`, -EALREADY (nothing received) unless fd is known empty
+ * (qseq == qseen, no backlog). */
+static ssize_t direct_take(int fd, void *buf, size_t cap, int clean)
 {
 	uint8_t pkt[RX_BUF];
 	struct uport *up;
@@ -2170,6 +2178,10 @@ static ssize_t direct_take(int fd, void *buf, size_t cap)
 	if (!up || up->dfd < 0) {
 		pthread_mutex_unlock(&G.lk);
 		return -EBADF;
+	}
+	if (clean && (up->qseq != up->qseen || up->backlog)) {
+		pthread_mutex_unlock(&G.lk);
+		return -EALREADY;
 	}
 	len = simf_recv(G.f, up->sock, pkt, sizeof(pkt), &src, &sport);
 	if (len < 0) {
@@ -2196,14 +2208,34 @@ static ssize_t direct_take(int fd, void *buf, size_t cap)
  * caller — a MAD that arrives while the caller waits costs epoll_wait +
  * recvfrom, as a UDP receive would. Whatever else a datagram produces still
  * queues on fd, which the epoll fd watches, so poll() never misses it.
+ * With timeout 0 and fd known empty (no record queued on it since
+ * umad_recv last found it so), the socket is read at once: one recvfrom
+ * per MAD, and one (EAGAIN) to learn there is none — what a non-blocking
+ * read of the kernel's umad fd costs.
  * Returns 1 with *n the record's length, 0 when fd has a record to read
- * the usual way, or a negative errno.
+ * the usual way, 2 when nothing waits (timeout 0, fd known empty), or a
+ * negative errno.
  */
 static int direct_recv(int fd, int dfd, void *umad, size_t cap, int timeout_ms, ssize_t *n)
 {
 	uint64_t end = timeout_ms > 0 ? now_ns() + (uint64_t)timeout_ms * 1000000u : 0;
 	int ms = timeout_ms;
 
+	while (timeout_ms == 0) {
+		ssize_t r = direct_take(fd, umad, cap, 1);
+
+		if (r > 0) {
+			*n = r;
+			return 1;
+		}
+		if (r == -EAGAIN)
+			return 2;
+		if (r == -EBADF)
+			return -EIO;
+		if (r == -EALREADY)
+			break; /* records may wait on fd: the ordered way below */
+		/* nothing for us in that datagram: the next one */
+	}
 	for (;;) {
 		struct epoll_event ev[2];
 		int k = epoll_wait(dfd, ev, 2, ms), sock_ready = 0;
@@ -2219,7 +2251,7 @@ static int direct_recv(int fd, int dfd, void *umad, size_t cap, int timeout_ms, 
 			sock_ready = 1;
 		}
 		if (sock_ready) {
-			ssize_t r = direct_take(fd, umad, cap);
+			ssize_t r = direct_take(fd, umad, cap, 0);
 
 			if (r > 0) {
 				*n = r;
@@ -2241,10 +2273,39 @@ static int direct_recv(int fd, int dfd, void *umad, size_t cap, int timeout_ms, 
 	}
 }
 
+/* qseq of direct-mode port fd (0 when fd is none). */
+static uint64_t direct_qseq(int fd)
+{
+	struct uport *up;
+	uint64_t q = 0;
+
+	pthread_mutex_lock(&G.lk);
+	up = port_by_fd(fd);
+	if (up)
+		q = up->qseq;
+	pthread_mutex_unlock(&G.lk);
+	return q;
+}
+
+/* fd was found empty after qseq `seq`: nothing more was queued since, fd
+ * is known empty (the peek runs under fd's recv lock, so no other
+ * umad_recv read in between). */
+static void direct_qseen(int fd, uint64_t seq)
+{
+	struct uport *up;
+
+	pthread_mutex_lock(&G.lk);
+	up = port_by_fd(fd);
+	if (up && up->qseq == seq)
+		up->qseen = seq;
+	pthread_mutex_unlock(&G.lk);
+}
+
 int umad_recv(int fd, void *umad, int *length, int timeout_ms)
 {
 	struct ib_user_mad *m = umad, peek;
 	pthread_mutex_t *lk;
+	uint64_t seq = 0;
 	size_t cap;
 	ssize_t n;
 	int e;
@@ -2264,6 +2325,10 @@ int umad_recv(int fd, void *umad, int *length, int timeout_ms)
 			*length = (size_t)n > UHDR ? (int)((size_t)n - UHDR) : 0;
 			return (int)m->agent_id;
 		}
+		if (r == 2) {
+			errno = EAGAIN;
+			return -EAGAIN;
+		}
 		if (r < 0 && r != -EAGAIN) {
 			errno = -r;
 			return r;
@@ -2276,9 +2341,15 @@ int umad_recv(int fd, void *umad, int *length, int timeout_ms)
 	}
 	lk = &recv_lk[(unsigned)fd % RECV_LOCKS];
 	pthread_mutex_lock(lk);
+	if (e >= 0)
+		seq = direct_qseq(fd);
 	/* The record stays queued when the buffer is too small, as the
 	 * kernel requeues it. */
 	n = recv(fd, &peek, sizeof(peek), MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+	if (n < 0 && e >= 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+		direct_qseen(fd, seq); /* fd empty as of seq: the fast path again */
+		errno = EAGAIN;
+	}
 	if (n >= 0 && (size_t)n > cap) {
 		size_t madlen = (size_t)n - UHDR;
 
