@@ -1613,9 +1613,15 @@ int simf_socket(struct simf *f, int n, uint16_t port, uint16_t *bound)
 
 ssize_t simf_recv(struct simf *f, int fd, void *buf, size_t cap, int *src, uint16_t *src_port)
 {
+	return simf_recv_flags(f, fd, buf, cap, src, src_port, MSG_DONTWAIT);
+}
+
+ssize_t simf_recv_flags(struct simf *f, int fd, void *buf, size_t cap, int *src, uint16_t *src_port,
+			int flags)
+{
 	struct sockaddr_in a;
 	socklen_t alen = sizeof(a);
-	ssize_t n = recvfrom(fd, buf, cap, 0, (struct sockaddr *)&a, &alen);
+	ssize_t n = recvfrom(fd, buf, cap, flags, (struct sockaddr *)&a, &alen);
 
 	if (n < 0)
 		return -1;

@@ -154,6 +154,12 @@ struct uport {
 	 * umad_recv last found ufd empty; equal (and no backlog), nothing can
 	 * wait on ufd and the socket is read without asking epoll first. */
 	uint64_t qseq, qseen;
+	/* Direct mode's blocking receive (direct_block): threads asleep in a
+	 * recvfrom on sock (a direct-mode socket is blocking; every other
+	 * receive says MSG_DONTWAIT), whether a record queued since woke them
+	 * (a datagram of length 0 to sock), and sock's SO_RCVTIMEO in ms
+	 * (0: none). */
+	int blocked, woken, rcvtimeo_ms;
 	struct agent agents[MAX_AGENTS];
 	struct osend *sends;
 	struct rmpp_rx *rmpp;
@@ -800,6 +806,17 @@ static void deliver(struct uport *up, const void *rec, size_t len)
 		return;
 	}
 	up->qseq++;
+	if (up->blocked && !up->woken) {
+		/* a thread asleep in direct_block's recvfrom: the record is on
+		 * fd, which it does not watch; an empty datagram wakes it */
+		struct sockaddr_in me = { .sin_family = AF_INET };
+
+		me.sin_addr.s_addr = simf_node_addr(G.f, G.self);
+		me.sin_port = htons(up->port);
+		up->woken = 1;
+		if (sendto(up->sock, "", 0, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&me, sizeof(me)) < 0)
+			DBG(1, "fd %d: wake-up datagram not sent (%s)", up->ufd, strerror(errno));
+	}
 	if (!up->backlog) {
 		ssize_t n = send(up->ifd, rec, len, MSG_DONTWAIT | MSG_NOSIGNAL);
 
@@ -1501,6 +1518,8 @@ static void drain_sock(struct uport *up, int max)
 
 		if (len < 0)
 			break;
+		if (len == 0)
+			continue; /* direct_block's wake-up */
 		rx_datagram(up, buf, (size_t)len, src, sport, 1);
 	}
 }
@@ -2138,6 +2157,11 @@ static int direct_fd(int fd)
 			 * the caller's umad_recv (and drains it before firing
 			 * a send timer). */
 			epoll_ctl(G.ep, EPOLL_CTL_DEL, up->sock, NULL);
+			/* blocking, for direct_block: every other receive
+			 * on it says MSG_DONTWAIT, every send too */
+			int fl = fcntl(up->sock, F_GETFL);
+			if (fl >= 0)
+				fcntl(up->sock, F_SETFL, fl & ~O_NONBLOCK);
 			up->dfd = r = d;
 			DBG(1, "fd %d: direct mode, poll fd %d", fd, d);
 		}
@@ -2188,6 +2212,10 @@ static ssize_t direct_take(int fd, void *buf, size_t cap, int clean)
 		pthread_mutex_unlock(&G.lk);
 		return -EAGAIN;
 	}
+	if (len == 0) {
+		pthread_mutex_unlock(&G.lk);
+		return 0; /* direct_block's wake-up */
+	}
 	G.take.up = up;
 	G.take.buf = buf;
 	G.take.cap = cap;
@@ -2197,6 +2225,99 @@ static ssize_t direct_take(int fd, void *buf, size_t cap, int clean)
 	G.take.up = NULL;
 	pthread_mutex_unlock(&G.lk);
 	return r;
+}
+
+/*
+ * umad_recv with a timeout on a direct-mode port whose fd is known empty
+ * (qseq == qseen, no backlog): sleeps in a recvfrom on the UDP socket
+ * itself, SO_RCVTIMEO as the timeout (set again only when it changes), and
+ * hands the datagram's first record to the caller — sendto and a blocking
+ * recvfrom per round trip, the UDP floor's two system calls (issue 15).
+ * A record queued on fd meanwhile (by the receive thread: a send's
+ * timeout; or a datagram's second record) wakes it with an empty datagram
+ * (deliver), and the ordered way (direct_recv's epoll_wait) takes over.
+ * Returns 1 with *n the record's length, -EALREADY when fd may hold a
+ * record (the caller's ordered way), or a negative errno.
+ */
+static int direct_block(int fd, void *buf, size_t cap, int timeout_ms, uint64_t end, ssize_t *n)
+{
+	uint8_t pkt[RX_BUF];
+
+	for (;;) {
+		struct uport *up;
+		int sock, src, ms = 0, err;
+		uint16_t sport;
+		ssize_t len, r;
+
+		if (timeout_ms > 0) {
+			uint64_t t = now_ns();
+
+			if (t >= end)
+				return -ETIMEDOUT;
+			ms = (int)((end - t + 999999) / 1000000);
+		}
+		pthread_mutex_lock(&G.lk);
+		up = port_by_fd(fd);
+		if (!up || up->dfd < 0) {
+			pthread_mutex_unlock(&G.lk);
+			return -EIO;
+		}
+		if (up->qseq != up->qseen || up->backlog) {
+			pthread_mutex_unlock(&G.lk);
+			return -EALREADY;
+		}
+		sock = up->sock;
+		if (ms != up->rcvtimeo_ms) {
+			struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+
+			if (setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0) {
+				pthread_mutex_unlock(&G.lk);
+				return -EALREADY; /* no timeout to sleep with: the epoll way */
+			}
+			up->rcvtimeo_ms = ms;
+		}
+		if (!up->blocked)
+			up->woken = 0;
+		up->blocked++;
+		pthread_mutex_unlock(&G.lk);
+		len = simf_recv_flags(G.f, sock, pkt, sizeof(pkt), &src, &sport, 0);
+		err = errno;
+		pthread_mutex_lock(&G.lk);
+		up = port_by_fd(fd);
+		if (!up || up->sock != sock) {
+			pthread_mutex_unlock(&G.lk);
+			return -EIO; /* closed meanwhile */
+		}
+		up->blocked--;
+		if (len < 0) {
+			pthread_mutex_unlock(&G.lk);
+			if (err == EAGAIN || err == EWOULDBLOCK) {
+				if (timeout_ms > 0)
+					return -ETIMEDOUT;
+				continue; /* no timeout: spurious */
+			}
+			if (err == EINTR)
+				continue;
+			return -EIO;
+		}
+		if (len == 0) {
+			pthread_mutex_unlock(&G.lk);
+			continue; /* the wake-up: a record waits on fd (checked above) */
+		}
+		G.take.up = up;
+		G.take.buf = buf;
+		G.take.cap = cap;
+		G.take.len = 0;
+		rx_datagram(up, pkt, (size_t)len, src, sport, 1);
+		r = (ssize_t)G.take.len;
+		G.take.up = NULL;
+		pthread_mutex_unlock(&G.lk);
+		if (r > 0) {
+			*n = r;
+			return 1;
+		}
+		/* nothing for us in it (dropped, or queued on fd): again */
+	}
 }
 
 /*
@@ -2235,6 +2356,19 @@ static int direct_recv(int fd, int dfd, void *umad, size_t cap, int timeout_ms, 
 		if (r == -EALREADY)
 			break; /* records may wait on fd: the ordered way below */
 		/* nothing for us in that datagram: the next one */
+	}
+	if (timeout_ms != 0) {
+		int r = direct_block(fd, umad, cap, timeout_ms, end, n);
+
+		if (r != -EALREADY)
+			return r;
+		if (timeout_ms > 0) {
+			uint64_t t = now_ns();
+
+			if (t >= end)
+				return -ETIMEDOUT;
+			ms = (int)((end - t + 999999) / 1000000);
+		}
 	}
 	for (;;) {
 		struct epoll_event ev[2];
