@@ -156,10 +156,10 @@ struct uport {
 	uint64_t qseq, qseen;
 	/* Direct mode's blocking receive (direct_block): threads asleep in a
 	 * recvfrom on sock (a direct-mode socket is blocking; every other
-	 * receive says MSG_DONTWAIT), whether a record queued since woke them
-	 * (a datagram of length 0 to sock), and sock's SO_RCVTIMEO in ms
+	 * receive says MSG_DONTWAIT; a record queued meanwhile wakes one with
+	 * a datagram of length 0 to sock), and sock's SO_RCVTIMEO in ms
 	 * (0: none). */
-	int blocked, woken, rcvtimeo_ms;
+	int blocked, rcvtimeo_ms;
 	struct agent agents[MAX_AGENTS];
 	struct osend *sends;
 	struct rmpp_rx *rmpp;
@@ -806,14 +806,14 @@ static void deliver(struct uport *up, const void *rec, size_t len)
 		return;
 	}
 	up->qseq++;
-	if (up->blocked && !up->woken) {
+	if (up->blocked) {
 		/* a thread asleep in direct_block's recvfrom: the record is on
-		 * fd, which it does not watch; an empty datagram wakes it */
+		 * fd, which it does not watch; an empty datagram wakes one (one
+		 * per record: with two asleep, a second record wakes the other) */
 		struct sockaddr_in me = { .sin_family = AF_INET };
 
 		me.sin_addr.s_addr = simf_node_addr(G.f, G.self);
 		me.sin_port = htons(up->port);
-		up->woken = 1;
 		if (sendto(up->sock, "", 0, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&me, sizeof(me)) < 0)
 			DBG(1, "fd %d: wake-up datagram not sent (%s)", up->ufd, strerror(errno));
 	}
@@ -2276,8 +2276,6 @@ static int direct_block(int fd, void *buf, size_t cap, int timeout_ms, uint64_t 
 			}
 			up->rcvtimeo_ms = ms;
 		}
-		if (!up->blocked)
-			up->woken = 0;
 		up->blocked++;
 		pthread_mutex_unlock(&G.lk);
 		len = simf_recv_flags(G.f, sock, pkt, sizeof(pkt), &src, &sport, 0);
@@ -2435,7 +2433,7 @@ static void direct_qseen(int fd, uint64_t seq)
 	pthread_mutex_unlock(&G.lk);
 }
 
-int umad_recv(int fd, void *umad, int *length, int timeout_ms)
+static int recv_once(int fd, void *umad, int *length, int timeout_ms)
 {
 	struct ib_user_mad *m = umad, peek;
 	pthread_mutex_t *lk;
@@ -2508,4 +2506,30 @@ int umad_recv(int fd, void *umad, int *length, int timeout_ms)
 	}
 	*length = (size_t)n > UHDR ? (int)((size_t)n - UHDR) : 0;
 	return (int)m->agent_id;
+}
+
+/* With a timeout, a record that another thread's umad_recv took first
+ * (both woke for it) does not end the wait with -EAGAIN: the kernel's
+ * blocking read would sleep again until the deadline, so does this. */
+int umad_recv(int fd, void *umad, int *length, int timeout_ms)
+{
+	uint64_t end = timeout_ms > 0 ? now_ns() + (uint64_t)timeout_ms * 1000000u : 0;
+	int len0 = length ? *length : 0;
+
+	for (;;) {
+		int r = recv_once(fd, umad, length, timeout_ms);
+
+		if (r != -EAGAIN || timeout_ms == 0)
+			return r;
+		if (timeout_ms > 0) {
+			uint64_t t = now_ns();
+
+			if (t >= end) {
+				errno = ETIMEDOUT;
+				return -ETIMEDOUT;
+			}
+			timeout_ms = (int)((end - t + 999999) / 1000000);
+		}
+		*length = len0;
+	}
 }
