@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/uio.h>
 #include <sys/random.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -720,8 +721,15 @@ void cma_chan_update(struct cma_chan *c)
 	} else if (!c->head && c->signalled) {
 		struct pollfd pfd = { .fd = c->ch.fd, .events = POLLIN };
 		uint64_t v;
+		struct iovec iov = { .iov_base = &v, .iov_len = sizeof(v) };
+		ssize_t r;
 
-		if (poll(&pfd, 1, 0) == 1 && read(c->ch.fd, &v, sizeof(v)) < 0) {
+		/* A read that cannot block whatever the application made of
+		 * the fd's O_NONBLOCK: one system call (RWF_NOWAIT, eventfd
+		 * since Linux 5.12); else a poll, then the read. */
+		r = preadv2(c->ch.fd, &iov, 1, -1, RWF_NOWAIT);
+		if (r < 0 && (errno == EOPNOTSUPP || errno == EINVAL || errno == ENOSYS) &&
+		    poll(&pfd, 1, 0) == 1 && read(c->ch.fd, &v, sizeof(v)) < 0) {
 			/* drained by someone else: fine */
 		}
 		c->signalled = 0;

@@ -1,9 +1,7 @@
 /*
  * cma_misc.c - rdma_getaddrinfo / rdma_freeaddrinfo, rdma_resolve_addrinfo /
- * rdma_query_addrinfo, rdma_event_str, rdma_get_devices / rdma_free_devices,
- * and the calls this phase does not implement (rsockets): they exist
- * (BIND_NOW clients must load) and fail honestly with ENOSYS. README.md,
- * "Not done yet", lists them.
+ * rdma_query_addrinfo, rdma_event_str, rdma_get_devices / rdma_free_devices.
+ * (rsockets: lib/rs_*.c, in librdmacm.so.1 only.)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -15,7 +13,6 @@
 
 #include "lib/cma_int.h"
 #include "lib/cmc.h"
-#include <rdma/rsocket.h>
 
 /* ---- rdma_getaddrinfo ---------------------------------------------------------- */
 
@@ -422,178 +419,4 @@ CMA_EXPORT int rdma_query_addrinfo(struct rdma_cm_id *cm_id, struct rdma_addrinf
 		return -1;
 	*info = c;
 	return 0;
-}
-
-/* ---- rsockets: ENOSYS until implemented ---------------------------------------------- */
-
-#define RS_NOSYS(ret)          \
-	do {                   \
-		errno = ENOSYS; \
-		return ret;     \
-	} while (0)
-
-CMA_EXPORT int rsocket(int domain, int type, int protocol)
-{
-	(void)domain, (void)type, (void)protocol;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT int rbind(int socket, const struct sockaddr *addr, socklen_t addrlen)
-{
-	(void)socket, (void)addr, (void)addrlen;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT int rlisten(int socket, int backlog)
-{
-	(void)socket, (void)backlog;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT int raccept(int socket, struct sockaddr *addr, socklen_t *addrlen)
-{
-	(void)socket, (void)addr, (void)addrlen;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT int rconnect(int socket, const struct sockaddr *addr, socklen_t addrlen)
-{
-	(void)socket, (void)addr, (void)addrlen;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT int rshutdown(int socket, int how)
-{
-	(void)socket, (void)how;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT int rclose(int socket)
-{
-	(void)socket;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT ssize_t rrecv(int socket, void *buf, size_t len, int flags)
-{
-	(void)socket, (void)buf, (void)len, (void)flags;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT ssize_t rrecvfrom(int socket, void *buf, size_t len, int flags,
-			     struct sockaddr *src_addr, socklen_t *addrlen)
-{
-	(void)socket, (void)buf, (void)len, (void)flags, (void)src_addr, (void)addrlen;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT ssize_t rrecvmsg(int socket, struct msghdr *msg, int flags)
-{
-	(void)socket, (void)msg, (void)flags;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT ssize_t rsend(int socket, const void *buf, size_t len, int flags)
-{
-	(void)socket, (void)buf, (void)len, (void)flags;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT ssize_t rsendto(int socket, const void *buf, size_t len, int flags,
-			   const struct sockaddr *dest_addr, socklen_t addrlen)
-{
-	(void)socket, (void)buf, (void)len, (void)flags, (void)dest_addr, (void)addrlen;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT ssize_t rsendmsg(int socket, const struct msghdr *msg, int flags)
-{
-	(void)socket, (void)msg, (void)flags;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT ssize_t rread(int socket, void *buf, size_t count)
-{
-	(void)socket, (void)buf, (void)count;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT ssize_t rreadv(int socket, const struct iovec *iov, int iovcnt)
-{
-	(void)socket, (void)iov, (void)iovcnt;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT ssize_t rwrite(int socket, const void *buf, size_t count)
-{
-	(void)socket, (void)buf, (void)count;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT ssize_t rwritev(int socket, const struct iovec *iov, int iovcnt)
-{
-	(void)socket, (void)iov, (void)iovcnt;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
-{
-	(void)fds, (void)nfds, (void)timeout;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT int rselect(int nfds, fd_set *readfds, fd_set *writefds, fd_set *exceptfds,
-		       struct timeval *timeout)
-{
-	(void)nfds, (void)readfds, (void)writefds, (void)exceptfds, (void)timeout;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT int rgetpeername(int socket, struct sockaddr *addr, socklen_t *addrlen)
-{
-	(void)socket, (void)addr, (void)addrlen;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT int rgetsockname(int socket, struct sockaddr *addr, socklen_t *addrlen)
-{
-	(void)socket, (void)addr, (void)addrlen;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT int rsetsockopt(int socket, int level, int optname, const void *optval,
-			   socklen_t optlen)
-{
-	(void)socket, (void)level, (void)optname, (void)optval, (void)optlen;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT int rgetsockopt(int socket, int level, int optname, void *optval, socklen_t *optlen)
-{
-	(void)socket, (void)level, (void)optname, (void)optval, (void)optlen;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT int rfcntl(int socket, int cmd, ...)
-{
-	(void)socket, (void)cmd;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT off_t riomap(int socket, void *buf, size_t len, int prot, int flags, off_t offset)
-{
-	(void)socket, (void)buf, (void)len, (void)prot, (void)flags, (void)offset;
-	RS_NOSYS((off_t)-1);
-}
-
-CMA_EXPORT int riounmap(int socket, void *buf, size_t len)
-{
-	(void)socket, (void)buf, (void)len;
-	RS_NOSYS(-1);
-}
-
-CMA_EXPORT size_t riowrite(int socket, const void *buf, size_t count, off_t offset, int flags)
-{
-	(void)socket, (void)buf, (void)count, (void)offset, (void)flags;
-	RS_NOSYS((size_t)-1);
 }

@@ -29,6 +29,7 @@ static int mode_known;
  * (docs/library.md). */
 static void child_after_fork(void)
 {
+	cmc_pid_forget();
 	if (!mode_known || !mode_remote)
 		return;
 	pthread_mutex_init(&g.lock, NULL);

@@ -53,6 +53,8 @@ int cmc_uscm_get_stats(struct uscm_stats *out, size_t size);
 int cmc_probe(void);
 /* In a forked child: fresh locks (the parent's threads are gone). */
 void cmc_after_fork(void);
+/* fork's child: its pid is asked again (every fork, whatever the mode). */
+void cmc_pid_forget(void);
 /* ids this process holds in daemon mode (USCM_EXIT_REPORT) */
 unsigned cmc_live_ids(void);
 

@@ -29,6 +29,30 @@ struct cmc_global cmc = {
 	.fd = -1,
 };
 
+/* This process's pid, asked once: getpid is a system call (glibc keeps no
+ * cache), and every daemon-mode call checks it against its connection's
+ * owner — three to four per connection set up (issue 15). fork's child
+ * forgets it (cmc_pid_forget from the atfork handler, as the locks are
+ * reset there: a child made without fork's handlers is not supported
+ * either way). */
+static pid_t self_pid_v;
+
+static pid_t self_pid(void)
+{
+	pid_t p = __atomic_load_n(&self_pid_v, __ATOMIC_RELAXED);
+
+	if (!p) {
+		p = getpid();
+		__atomic_store_n(&self_pid_v, p, __ATOMIC_RELAXED);
+	}
+	return p;
+}
+
+void cmc_pid_forget(void)
+{
+	self_pid_v = 0;
+}
+
 void cmc_after_fork(void)
 {
 	pthread_mutex_init(&cmc.lock, NULL);
@@ -141,7 +165,7 @@ static int conn_get(int fresh)
 	} rep;
 	int fd, n;
 
-	if (cmc.fd >= 0 && cmc.pid == getpid()) {
+	if (cmc.fd >= 0 && cmc.pid == self_pid()) {
 		struct pollfd pf = { .fd = cmc.fd, .events = POLLRDHUP };
 
 		/* a daemon that went away since: start a new generation (the
@@ -165,7 +189,7 @@ static int conn_get(int fresh)
 	memset(&req, 0, sizeof(req));
 	usp_hdr_init(&req.h, USP_HELLO, sizeof(req), ++cmc.seq, 0);
 	req.b.version = USP_VERSION;
-	req.b.pid = (uint32_t)getpid();
+	req.b.pid = (uint32_t)self_pid();
 	n = xfer(fd, &req, sizeof(req), -1, &rep, sizeof(rep));
 	if (n != (int)sizeof(rep) || rep.r.err) {
 		close(fd);
@@ -173,7 +197,7 @@ static int conn_get(int fresh)
 		return -1;
 	}
 	cmc.fd = fd;
-	cmc.pid = getpid();
+	cmc.pid = self_pid();
 	cmc.gen++;
 	cmc.client = rep.b.client;
 	return fd;
@@ -191,7 +215,7 @@ int cmc_probe(void)
 
 int cmc_gen_live(unsigned gen)
 {
-	if (gen != cmc.gen || cmc.fd < 0 || cmc.pid != getpid())
+	if (gen != cmc.gen || cmc.fd < 0 || cmc.pid != self_pid())
 		return cma_fail(ENODEV);
 	return 0;
 }

@@ -1537,17 +1537,42 @@ int simf_fault_add(struct simf *f, const struct simf_fault *rule)
  * socket (a socket stays in the namespace it was made in) and comes back;
  * *back is its own namespace then, else -1 (the same namespace, or no
  * right to switch: the socket is made where the thread is, as before). */
+/* The keeper's namespace, as last looked up (per keeper pid: a keeper does
+ * not change namespace; the caller's thread may, so its own is looked up
+ * every time) — a stat per socket saved (issue 15: one per QP). */
+static struct {
+	pthread_mutex_t lk;
+	pid_t pid;
+	dev_t dev;
+	ino_t ino;
+} keeper_ns = { .lk = PTHREAD_MUTEX_INITIALIZER };
+
 static void fabric_netns_enter(struct simf *f, int *back)
 {
 	char p[64];
 	struct stat theirs, mine;
-	int fd;
+	pid_t kp = (pid_t)f->st->keeper_pid;
+	int fd, known;
 
 	*back = -1;
-	if (f->st->keeper_pid <= 0)
+	if (kp <= 0)
 		return;
-	snprintf(p, sizeof(p), "/proc/%d/ns/net", (int)f->st->keeper_pid);
-	if (stat(p, &theirs) < 0 || stat("/proc/thread-self/ns/net", &mine) < 0 ||
+	snprintf(p, sizeof(p), "/proc/%d/ns/net", (int)kp);
+	pthread_mutex_lock(&keeper_ns.lk);
+	known = keeper_ns.pid == kp;
+	theirs.st_dev = keeper_ns.dev;
+	theirs.st_ino = keeper_ns.ino;
+	pthread_mutex_unlock(&keeper_ns.lk);
+	if (!known) {
+		if (stat(p, &theirs) < 0)
+			return;
+		pthread_mutex_lock(&keeper_ns.lk);
+		keeper_ns.pid = kp;
+		keeper_ns.dev = theirs.st_dev;
+		keeper_ns.ino = theirs.st_ino;
+		pthread_mutex_unlock(&keeper_ns.lk);
+	}
+	if (stat("/proc/thread-self/ns/net", &mine) < 0 ||
 	    (theirs.st_ino == mine.st_ino && theirs.st_dev == mine.st_dev))
 		return;
 	fd = open(p, O_RDONLY | O_CLOEXEC);
@@ -1590,8 +1615,9 @@ int simf_socket(struct simf *f, int n, uint16_t port, uint16_t *bound)
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
 	a.sin_addr.s_addr = simf_node_addr(f, n);
 	a.sin_port = htons(port);
+	/* the port is known unless the kernel chose it (port 0) */
 	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&a, &alen) < 0) {
+	    (!port && getsockname(fd, (struct sockaddr *)&a, &alen) < 0)) {
 		e = errno;
 		close(fd);
 		return errno = e, -1;
@@ -1603,9 +1629,15 @@ int simf_socket(struct simf *f, int n, uint16_t port, uint16_t *bound)
 
 ssize_t simf_recv(struct simf *f, int fd, void *buf, size_t cap, int *src, uint16_t *src_port)
 {
+	return simf_recv_flags(f, fd, buf, cap, src, src_port, MSG_DONTWAIT);
+}
+
+ssize_t simf_recv_flags(struct simf *f, int fd, void *buf, size_t cap, int *src, uint16_t *src_port,
+			int flags)
+{
 	struct sockaddr_in a;
 	socklen_t alen = sizeof(a);
-	ssize_t n = recvfrom(fd, buf, cap, 0, (struct sockaddr *)&a, &alen);
+	ssize_t n = recvfrom(fd, buf, cap, flags, (struct sockaddr *)&a, &alen);
 
 	if (n < 0)
 		return -1;

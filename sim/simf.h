@@ -426,9 +426,13 @@ ssize_t simf_send(struct simf *f, int fd, int src, int dst, uint16_t port, void 
  * system call per datagram, the sendto. */
 ssize_t simf_send_from(struct simf *f, int fd, uint16_t sport, int src, int dst, uint16_t port,
 		       void *pkt, size_t len);
-/* Receives one datagram: returns its length, *src the sending node (-1 if
- * not from this fabric), *src_port its port. Checks and strips nothing. */
+/* Receives one datagram without waiting (MSG_DONTWAIT, whatever the fd's
+ * O_NONBLOCK): returns its length, *src the sending node (-1 if not from
+ * this fabric), *src_port its port, or -1/errno. Checks and strips nothing. */
 ssize_t simf_recv(struct simf *f, int fd, void *buf, size_t cap, int *src, uint16_t *src_port);
+/* simf_recv with recvfrom's flags (0 on a blocking socket: waits). */
+ssize_t simf_recv_flags(struct simf *f, int fd, void *buf, size_t cap, int *src, uint16_t *src_port,
+			int flags);
 
 /* ---- packet helpers (BTH / DETH / ICRC) -------------------------------------- */
 

@@ -30,6 +30,9 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <dirent.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <stdarg.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <signal.h>
@@ -75,7 +78,8 @@ static void usage_to(FILE *out, int rc)
 		"        --netns                    the fabric in a network namespace of its own with an\n"
 		"                                   interface uscm<i> holding 127.10.0.i per node (root, ip)\n"
 		"        --dev-infiniband           run gives programs a private /dev with\n"
-		"                                   /dev/infiniband/uverbs0 (root; UCX looks for it)\n"
+		"                                   /dev/infiniband/uverbs0 and a\n"
+		"                                   /sys/class/infiniband tree (root; UCX reads them)\n"
 		"        --sm builtin|opensm        the subnet manager (IB): uscm-sim-sm (default), or\n"
 		"                                   Debian's opensm on node1's port (2 nodes, linked\n"
 		"                                   back to back, or --topo; its files in D/opensm/)\n"
@@ -725,7 +729,238 @@ static uint32_t fnv1a(const char *s)
  * plus infiniband/uverbs0 -> the host's /dev/null: a character device open
  * to all that the drop-in never opens (its device is the fabric). Needs
  * root (CAP_SYS_ADMIN). */
-static int devib_enter(const char *dir)
+/* ---- --dev-infiniband: the device's sysfs directory -------------------------------
+ *
+ * UCX (1.13) reads the RoCE GID type and netdev from sysfs itself, not
+ * through libibverbs: /sys/class/infiniband/<dev>/ports/1/gid_attrs/
+ * types/<i> ("IB/RoCE v1" or "RoCE v2"; without it every GID counts as
+ * RoCE v1) and ndevs/<i> (the netdev; RoCE LAG level), and
+ * device/{local_cpus,numa_node}. In run's mount namespace a tmpfs holds
+ * /sys/class/infiniband/uscm_<node>/, written from the fabric state and the
+ * namespace's interfaces as the kernel's drivers/infiniband/core/sysfs.c
+ * shows a device: node_type, node_guid, sys_image_guid, fw_ver, and
+ * ports/1/{state, phys_state, link_layer, lid, sm_lid, lid_mask_count,
+ * rate, cap_mask, gids/<i> (all 16, unused ones zero, "%pI6" form),
+ * pkeys/<i>, gid_attrs/types/<i> and gid_attrs/ndevs/<i>}. The GID table is
+ * the drop-in's (ibv_query_gid_ex): GID 0 = the node's GID, bound on RoCE to
+ * the interface holding 127.10.0.i (uscm<i> with --netns), GIDs 1..4 (RoCE)
+ * that interface's IPv6 addresses, link-local ones aside; every RoCE GID
+ * is RoCE v2, IB GIDs "IB/RoCE v1". Where the kernel fails the read
+ * (types/ndevs of an unused entry: EINVAL; ndevs of an IB GID or of a GID
+ * with no netdev) the file is absent. A snapshot taken when the program
+ * starts: later port state changes do not show. No device/ link: the
+ * simulated HCA has no PCI function. */
+static int put_file(const char *dir, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int put_file(const char *dir, const char *name, const char *fmt, ...)
+{
+	char path[PATH_MAX + 64];
+	va_list ap;
+	FILE *fp;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fp = fopen(path, "w");
+	if (!fp)
+		return -1;
+	va_start(ap, fmt);
+	vfprintf(fp, fmt, ap);
+	va_end(ap);
+	rc = fclose(fp);
+	chmod(path, 0444);
+	return rc ? -1 : 0;
+}
+
+static void gid_str(char out[40], const uint8_t g[16])
+{
+	for (int i = 0; i < 8; i++)
+		sprintf(out + 5 * i, "%02x%02x%s", g[2 * i], g[2 * i + 1], i < 7 ? ":" : "");
+}
+
+/* The interface holding the node's IPv4 address in this network namespace
+ * and its IPv6 addresses (link-local aside): the drop-in's RoCE GID rules
+ * (sim/verbs/sv_device.c). Returns the number of IPv6 GIDs. */
+static int node_netdev(uint32_t ip, char ifname[IF_NAMESIZE + 1], uint8_t g6[SIMF_IP_GIDS][16])
+{
+	struct ifaddrs *ifs, *i;
+	uint32_t nip = htonl(ip);
+	int n = 0;
+
+	ifname[0] = '\0';
+	if (getifaddrs(&ifs) < 0)
+		return 0;
+	for (i = ifs; i && !ifname[0]; i = i->ifa_next) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)i->ifa_addr;
+
+		if (a && a->sin_family == AF_INET && a->sin_addr.s_addr == nip)
+			snprintf(ifname, IF_NAMESIZE + 1, "%s", i->ifa_name);
+	}
+	for (i = ifs; i && ifname[0] && n < SIMF_IP_GIDS; i = i->ifa_next) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)i->ifa_addr;
+
+		if (!a || a->sin6_family != AF_INET6 || strcmp(i->ifa_name, ifname) ||
+		    IN6_IS_ADDR_LINKLOCAL(&a->sin6_addr))
+			continue;
+		memcpy(g6[n++], &a->sin6_addr, 16);
+	}
+	freeifaddrs(ifs);
+	return n;
+}
+
+#define SYSFS_GID_TBL_LEN 16   /* the drop-in's gid_tbl_len (SV_GID_TBL_LEN) */
+
+static int sysfs_write_dev(const struct simf *f, int node, const char *base)
+{
+	static const char *const state[] = { "0: NOP", "1: DOWN", "2: INIT", "3: ARMED", "4: ACTIVE" };
+	const struct simf_node *n = &f->st->nodes[node];
+	int roce = f->st->link == SIMF_LINK_ROCE;
+	char dev[PATH_MAX], port[PATH_MAX + 16], sub[PATH_MAX + 32], name[16], g[40];
+	char ifname[IF_NAMESIZE + 1];
+	uint8_t g6[SIMF_IP_GIDS][16], zero[16] = { 0 };
+	uint64_t guid = n->guid;
+	int nip6 = 0, st;
+
+	memset(g6, 0, sizeof(g6));
+	if (roce)
+		nip6 = node_netdev(n->ip, ifname, g6);
+	else
+		ifname[0] = '\0';
+	snprintf(dev, sizeof(dev), "%s/uscm_%.32s", base, n->name);
+	snprintf(port, sizeof(port), "%s/ports/1", dev);
+	if (mkdir(dev, 0755) < 0)
+		return -1;
+	snprintf(sub, sizeof(sub), "%s/ports", dev);
+	if (mkdir(sub, 0755) < 0 || mkdir(port, 0755) < 0)
+		return -1;
+	if (put_file(dev, "node_type", "1: CA\n") ||
+	    put_file(dev, "node_guid", "%04x:%04x:%04x:%04x\n", (unsigned)(guid >> 48) & 0xFFFF,
+		     (unsigned)(guid >> 32) & 0xFFFF, (unsigned)(guid >> 16) & 0xFFFF,
+		     (unsigned)guid & 0xFFFF) ||
+	    put_file(dev, "sys_image_guid", "%04x:%04x:%04x:%04x\n", (unsigned)(guid >> 48) & 0xFFFF,
+		     (unsigned)(guid >> 32) & 0xFFFF, (unsigned)(guid >> 16) & 0xFFFF,
+		     (unsigned)guid & 0xFFFF) ||
+	    put_file(dev, "fw_ver", "0.1.0\n"))
+		return -1;
+	st = !n->link_up || n->port_state == SIMF_PORT_DOWN ? 1
+	     : n->port_state <= SIMF_PORT_ACTIVE ? n->port_state : 2;
+	if (put_file(port, "state", "%s\n", state[st]) ||
+	    put_file(port, "phys_state", "%s\n", n->link_up ? "5: LinkUp" : "3: Disabled") ||
+	    put_file(port, "link_layer", "%s\n", roce ? "Ethernet" : "InfiniBand") ||
+	    put_file(port, "lid", "0x%x\n", roce ? 0 : n->lid) ||
+	    put_file(port, "sm_lid", "0x%x\n", roce ? 0 : n->sm_lid) ||
+	    put_file(port, "lid_mask_count", "%u\n", roce ? 0 : n->lmc) ||
+	    put_file(port, "rate", "100 Gb/sec (4X EDR)\n") ||
+	    /* IBV_PORT_CM_SUP | IP_BASED_GIDS (RoCE), CM_SUP | SYS_IMAGE_GUID_SUP (IB) */
+	    put_file(port, "cap_mask", "0x%08x\n", roce ? 0x04010000u : 0x00010800u))
+		return -1;
+	snprintf(sub, sizeof(sub), "%s/gids", port);
+	if (mkdir(sub, 0755) < 0)
+		return -1;
+	for (int i = 0; i < SYSFS_GID_TBL_LEN; i++) {
+		const uint8_t *gid = i == 0 ? n->gid : i <= nip6 ? g6[i - 1] : zero;
+
+		snprintf(name, sizeof(name), "%d", i);
+		gid_str(g, gid);
+		if (put_file(sub, name, "%s\n", g))
+			return -1;
+	}
+	snprintf(sub, sizeof(sub), "%s/pkeys", port);
+	if (mkdir(sub, 0755) < 0)
+		return -1;
+	for (int i = 0; i < SIMF_PKEYS; i++) {
+		snprintf(name, sizeof(name), "%d", i);
+		if (put_file(sub, name, "0x%04x\n", n->pkeys[i]))
+			return -1;
+	}
+	snprintf(sub, sizeof(sub), "%s/gid_attrs", port);
+	if (mkdir(sub, 0755) < 0)
+		return -1;
+	snprintf(sub, sizeof(sub), "%s/gid_attrs/types", port);
+	if (mkdir(sub, 0755) < 0)
+		return -1;
+	for (int i = 0; i <= nip6; i++) {
+		snprintf(name, sizeof(name), "%d", i);
+		if (put_file(sub, name, "%s\n", roce ? "RoCE v2" : "IB/RoCE v1"))
+			return -1;
+	}
+	snprintf(sub, sizeof(sub), "%s/gid_attrs/ndevs", port);
+	if (mkdir(sub, 0755) < 0)
+		return -1;
+	for (int i = 0; ifname[0] && i <= nip6; i++) {
+		snprintf(name, sizeof(name), "%d", i);
+		if (put_file(sub, name, "%s\n", ifname))
+			return -1;
+	}
+	return 0;
+}
+
+/* A tmpfs on /sys/class/infiniband holding the device of node `node`
+ * (called in run's private mount namespace). When the host has no
+ * /sys/class/infiniband (no RDMA stack loaded), a tmpfs on /sys/class
+ * gets a bind mount of each of the host's /sys/class/<x> plus the new
+ * infiniband/ (a sysfs directory cannot be created). */
+static int sysfs_enter(const char *dir, const char *node)
+{
+	struct simf *f = attach_quiet(dir);
+	const char *ib = "/sys/class/infiniband";
+	char src[PATH_MAX], dst[PATH_MAX];
+	struct stat sb;
+	int nd, rc = -1;
+
+	if (!f)
+		return 0;
+	nd = simf_node_by_name(f, node);
+	if (nd < 1) {
+		simf_detach(f);
+		return 0;
+	}
+	if (stat(ib, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+		if (mount("tmpfs", ib, "tmpfs", MS_NOSUID | MS_NOEXEC | MS_NODEV, "mode=0755") < 0)
+			goto fail;
+	} else {
+		int cfd = open("/sys/class", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		DIR *d;
+		struct dirent *e;
+
+		if (cfd < 0)
+			goto fail;
+		if (mount("tmpfs", "/sys/class", "tmpfs", MS_NOSUID | MS_NOEXEC | MS_NODEV,
+			  "mode=0755") < 0) {
+			close(cfd);
+			goto fail;
+		}
+		/* the old directory stays reachable through the descriptor */
+		d = fdopendir(cfd);
+		if (!d) {
+			close(cfd);
+			goto fail;
+		}
+		while ((e = readdir(d))) {
+			if (e->d_name[0] == '.')
+				continue;
+			snprintf(src, sizeof(src), "/proc/self/fd/%d/%s", cfd, e->d_name);
+			snprintf(dst, sizeof(dst), "/sys/class/%s", e->d_name);
+			if (mkdir(dst, 0755) < 0 || mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+				fprintf(stderr, "uscm-sim: /sys/class/%s: %s\n", e->d_name,
+					strerror(errno));
+		}
+		closedir(d);
+		if (mkdir(ib, 0755) < 0)
+			goto fail;
+	}
+	rc = sysfs_write_dev(f, nd, ib);
+	if (rc < 0)
+		goto fail;
+	simf_detach(f);
+	return 0;
+fail:
+	fprintf(stderr, "uscm-sim: --dev-infiniband: cannot make /sys/class/infiniband: %s\n",
+		strerror(errno));
+	simf_detach(f);
+	return -1;
+}
+
+static int devib_enter(const char *dir, const char *node)
 {
 	char host[PATH_MAX + 16], src[2 * PATH_MAX], dst[PATH_MAX];
 	struct dirent *e;
@@ -760,7 +995,8 @@ static int devib_enter(const char *dir)
 		fprintf(stderr, "uscm-sim: /dev/infiniband/uverbs0: %s\n", strerror(errno));
 		return -1;
 	}
-	return 0;
+	node = node ? node : getenv("USCM_SIM_NODE");
+	return node ? sysfs_enter(dir, node) : 0;
 }
 
 /* ---- --netns: the fabric in a network namespace of its own ------------------------
@@ -1634,7 +1870,7 @@ static int cmd_run(const struct opts *o, int argc, char **argv, int i)
 		if (o->node && !o->no_uscmd)
 			node_socket(f, simf_node_by_name(f, o->node), sock, sizeof(sock));
 		set_env(f->dir, o->node, o->node || o->no_uscmd ? sock : NULL);
-		if (netns_join(f) < 0 || devib_enter(f->dir) < 0) {
+		if (netns_join(f) < 0 || devib_enter(f->dir, o->node) < 0) {
 			simf_detach(f);
 			return 1;
 		}
@@ -1672,7 +1908,7 @@ static int cmd_run(const struct opts *o, int argc, char **argv, int i)
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGHUP, SIG_DFL);
 		set_env(absdir, o->node, o->node || o->no_uscmd ? run_sock : NULL);
-		if (devib_enter(absdir) < 0)
+		if (devib_enter(absdir, o->node) < 0)
 			_exit(1);
 		execvp(argv[i], argv + i);
 		fprintf(stderr, "uscm-sim: %s: %s\n", argv[i], strerror(errno));

@@ -1,10 +1,8 @@
 /*
  * rdma/rsocket.h - the rsockets API (sockets over RDMA), prototypes only.
  *
- * uscm's librdmacm.so.1 exports every one of these so that binaries linked
- * with BIND_NOW load, but rsockets are not implemented yet: each call fails
- * with -1 (riowrite: (size_t)-1, riomap: (off_t)-1) and errno ENOSYS.
- * See README.md, "Not done yet".
+ * uscm's librdmacm.so.1 implements them for SOCK_STREAM (lib/rs_*.c,
+ * docs/api/rsockets.md); SOCK_DGRAM rsockets fail with ENOSYS.
  */
 #ifndef RDMA_RSOCKET_H
 #define RDMA_RSOCKET_H

@@ -149,6 +149,17 @@ struct uport {
 	uint8_t gen;            /* 3 bits of hi_tid against stale responses */
 	uint32_t psn;
 	int ifd_events;         /* what ifd is registered for in epoll */
+	/* Direct mode's fast path (direct_recv, timeout 0): qseq counts the
+	 * records put on ifd or its backlog, qseen is the qseq at which
+	 * umad_recv last found ufd empty; equal (and no backlog), nothing can
+	 * wait on ufd and the socket is read without asking epoll first. */
+	uint64_t qseq, qseen;
+	/* Direct mode's blocking receive (direct_block): threads asleep in a
+	 * recvfrom on sock (a direct-mode socket is blocking; every other
+	 * receive says MSG_DONTWAIT; a record queued meanwhile wakes one with
+	 * a datagram of length 0 to sock), and sock's SO_RCVTIMEO in ms
+	 * (0: none). */
+	int blocked, rcvtimeo_ms;
 	struct agent agents[MAX_AGENTS];
 	struct osend *sends;
 	struct rmpp_rx *rmpp;
@@ -793,6 +804,18 @@ static void deliver(struct uport *up, const void *rec, size_t len)
 		memcpy(G.take.buf, rec, len);
 		G.take.len = len;
 		return;
+	}
+	up->qseq++;
+	if (up->blocked) {
+		/* a thread asleep in direct_block's recvfrom: the record is on
+		 * fd, which it does not watch; an empty datagram wakes one (one
+		 * per record: with two asleep, a second record wakes the other) */
+		struct sockaddr_in me = { .sin_family = AF_INET };
+
+		me.sin_addr.s_addr = simf_node_addr(G.f, G.self);
+		me.sin_port = htons(up->port);
+		if (sendto(up->sock, "", 0, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&me, sizeof(me)) < 0)
+			DBG(1, "fd %d: wake-up datagram not sent (%s)", up->ufd, strerror(errno));
 	}
 	if (!up->backlog) {
 		ssize_t n = send(up->ifd, rec, len, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -1491,6 +1514,8 @@ static void drain_sock(struct uport *up, int max)
 
 		if (len < 0)
 			break;
+		if (len == 0)
+			continue; /* direct_block's wake-up */
 		rx_datagram(up, buf, (size_t)len, src, sport, 1);
 	}
 }
@@ -2128,6 +2153,11 @@ static int direct_fd(int fd)
 			 * the caller's umad_recv (and drains it before firing
 			 * a send timer). */
 			epoll_ctl(G.ep, EPOLL_CTL_DEL, up->sock, NULL);
+			/* blocking, for direct_block: every other receive
+			 * on it says MSG_DONTWAIT, every send too */
+			int fl = fcntl(up->sock, F_GETFL);
+			if (fl >= 0)
+				fcntl(up->sock, F_SETFL, fl & ~O_NONBLOCK);
 			up->dfd = r = d;
 			DBG(1, "fd %d: direct mode, poll fd %d", fd, d);
 		}
@@ -2152,8 +2182,10 @@ int umad_poll(int fd, int timeout_ms)
 /* Receives one datagram of direct-mode port fd; its first record (when it
  * fits cap) lands in buf. Returns the record's length, 0 when the datagram
  * gave none for the caller (dropped, consumed, or queued on fd instead),
- * -EAGAIN when the socket was empty, -EBADF when fd is no direct port. */
-static ssize_t direct_take(int fd, void *buf, size_t cap)
+ * -EAGAIN when the socket was empty, -EBADF when fd is no direct port;
+ * with `clean`, -EALREADY (nothing received) unless fd is known empty
+ * (qseq == qseen, no backlog). */
+static ssize_t direct_take(int fd, void *buf, size_t cap, int clean)
 {
 	uint8_t pkt[RX_BUF];
 	struct uport *up;
@@ -2167,10 +2199,18 @@ static ssize_t direct_take(int fd, void *buf, size_t cap)
 		pthread_mutex_unlock(&G.lk);
 		return -EBADF;
 	}
+	if (clean && (up->qseq != up->qseen || up->backlog)) {
+		pthread_mutex_unlock(&G.lk);
+		return -EALREADY;
+	}
 	len = simf_recv(G.f, up->sock, pkt, sizeof(pkt), &src, &sport);
 	if (len < 0) {
 		pthread_mutex_unlock(&G.lk);
 		return -EAGAIN;
+	}
+	if (len == 0) {
+		pthread_mutex_unlock(&G.lk);
+		return 0; /* direct_block's wake-up */
 	}
 	G.take.up = up;
 	G.take.buf = buf;
@@ -2184,6 +2224,97 @@ static ssize_t direct_take(int fd, void *buf, size_t cap)
 }
 
 /*
+ * umad_recv with a timeout on a direct-mode port whose fd is known empty
+ * (qseq == qseen, no backlog): sleeps in a recvfrom on the UDP socket
+ * itself, SO_RCVTIMEO as the timeout (set again only when it changes), and
+ * hands the datagram's first record to the caller — sendto and a blocking
+ * recvfrom per round trip, the UDP floor's two system calls (issue 15).
+ * A record queued on fd meanwhile (by the receive thread: a send's
+ * timeout; or a datagram's second record) wakes it with an empty datagram
+ * (deliver), and the ordered way (direct_recv's epoll_wait) takes over.
+ * Returns 1 with *n the record's length, -EALREADY when fd may hold a
+ * record (the caller's ordered way), or a negative errno.
+ */
+static int direct_block(int fd, void *buf, size_t cap, int timeout_ms, uint64_t end, ssize_t *n)
+{
+	uint8_t pkt[RX_BUF];
+
+	for (;;) {
+		struct uport *up;
+		int sock, src, ms = 0, err;
+		uint16_t sport;
+		ssize_t len, r;
+
+		if (timeout_ms > 0) {
+			uint64_t t = now_ns();
+
+			if (t >= end)
+				return -ETIMEDOUT;
+			ms = (int)((end - t + 999999) / 1000000);
+		}
+		pthread_mutex_lock(&G.lk);
+		up = port_by_fd(fd);
+		if (!up || up->dfd < 0) {
+			pthread_mutex_unlock(&G.lk);
+			return -EIO;
+		}
+		if (up->qseq != up->qseen || up->backlog) {
+			pthread_mutex_unlock(&G.lk);
+			return -EALREADY;
+		}
+		sock = up->sock;
+		if (ms != up->rcvtimeo_ms) {
+			struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+
+			if (setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0) {
+				pthread_mutex_unlock(&G.lk);
+				return -EALREADY; /* no timeout to sleep with: the epoll way */
+			}
+			up->rcvtimeo_ms = ms;
+		}
+		up->blocked++;
+		pthread_mutex_unlock(&G.lk);
+		len = simf_recv_flags(G.f, sock, pkt, sizeof(pkt), &src, &sport, 0);
+		err = errno;
+		pthread_mutex_lock(&G.lk);
+		up = port_by_fd(fd);
+		if (!up || up->sock != sock) {
+			pthread_mutex_unlock(&G.lk);
+			return -EIO; /* closed meanwhile */
+		}
+		up->blocked--;
+		if (len < 0) {
+			pthread_mutex_unlock(&G.lk);
+			if (err == EAGAIN || err == EWOULDBLOCK) {
+				if (timeout_ms > 0)
+					return -ETIMEDOUT;
+				continue; /* no timeout: spurious */
+			}
+			if (err == EINTR)
+				continue;
+			return -EIO;
+		}
+		if (len == 0) {
+			pthread_mutex_unlock(&G.lk);
+			continue; /* the wake-up: a record waits on fd (checked above) */
+		}
+		G.take.up = up;
+		G.take.buf = buf;
+		G.take.cap = cap;
+		G.take.len = 0;
+		rx_datagram(up, pkt, (size_t)len, src, sport, 1);
+		r = (ssize_t)G.take.len;
+		G.take.up = NULL;
+		pthread_mutex_unlock(&G.lk);
+		if (r > 0) {
+			*n = r;
+			return 1;
+		}
+		/* nothing for us in it (dropped, or queued on fd): again */
+	}
+}
+
+/*
  * umad_recv of a direct-mode port (issue 15: the fabric's MAD path at the
  * UDP floor). One epoll_wait on the fd the caller polls tells which end is
  * ready: records already queued on fd (by the receive thread, or left by
@@ -2192,14 +2323,47 @@ static ssize_t direct_take(int fd, void *buf, size_t cap)
  * caller — a MAD that arrives while the caller waits costs epoll_wait +
  * recvfrom, as a UDP receive would. Whatever else a datagram produces still
  * queues on fd, which the epoll fd watches, so poll() never misses it.
+ * With timeout 0 and fd known empty (no record queued on it since
+ * umad_recv last found it so), the socket is read at once: one recvfrom
+ * per MAD, and one (EAGAIN) to learn there is none — what a non-blocking
+ * read of the kernel's umad fd costs.
  * Returns 1 with *n the record's length, 0 when fd has a record to read
- * the usual way, or a negative errno.
+ * the usual way, 2 when nothing waits (timeout 0, fd known empty), or a
+ * negative errno.
  */
 static int direct_recv(int fd, int dfd, void *umad, size_t cap, int timeout_ms, ssize_t *n)
 {
 	uint64_t end = timeout_ms > 0 ? now_ns() + (uint64_t)timeout_ms * 1000000u : 0;
 	int ms = timeout_ms;
 
+	while (timeout_ms == 0) {
+		ssize_t r = direct_take(fd, umad, cap, 1);
+
+		if (r > 0) {
+			*n = r;
+			return 1;
+		}
+		if (r == -EAGAIN)
+			return 2;
+		if (r == -EBADF)
+			return -EIO;
+		if (r == -EALREADY)
+			break; /* records may wait on fd: the ordered way below */
+		/* nothing for us in that datagram: the next one */
+	}
+	if (timeout_ms != 0) {
+		int r = direct_block(fd, umad, cap, timeout_ms, end, n);
+
+		if (r != -EALREADY)
+			return r;
+		if (timeout_ms > 0) {
+			uint64_t t = now_ns();
+
+			if (t >= end)
+				return -ETIMEDOUT;
+			ms = (int)((end - t + 999999) / 1000000);
+		}
+	}
 	for (;;) {
 		struct epoll_event ev[2];
 		int k = epoll_wait(dfd, ev, 2, ms), sock_ready = 0;
@@ -2215,7 +2379,7 @@ static int direct_recv(int fd, int dfd, void *umad, size_t cap, int timeout_ms, 
 			sock_ready = 1;
 		}
 		if (sock_ready) {
-			ssize_t r = direct_take(fd, umad, cap);
+			ssize_t r = direct_take(fd, umad, cap, 0);
 
 			if (r > 0) {
 				*n = r;
@@ -2237,10 +2401,39 @@ static int direct_recv(int fd, int dfd, void *umad, size_t cap, int timeout_ms, 
 	}
 }
 
-int umad_recv(int fd, void *umad, int *length, int timeout_ms)
+/* qseq of direct-mode port fd (0 when fd is none). */
+static uint64_t direct_qseq(int fd)
+{
+	struct uport *up;
+	uint64_t q = 0;
+
+	pthread_mutex_lock(&G.lk);
+	up = port_by_fd(fd);
+	if (up)
+		q = up->qseq;
+	pthread_mutex_unlock(&G.lk);
+	return q;
+}
+
+/* fd was found empty after qseq `seq`: nothing more was queued since, fd
+ * is known empty (the peek runs under fd's recv lock, so no other
+ * umad_recv read in between). */
+static void direct_qseen(int fd, uint64_t seq)
+{
+	struct uport *up;
+
+	pthread_mutex_lock(&G.lk);
+	up = port_by_fd(fd);
+	if (up && up->qseq == seq)
+		up->qseen = seq;
+	pthread_mutex_unlock(&G.lk);
+}
+
+static int recv_once(int fd, void *umad, int *length, int timeout_ms)
 {
 	struct ib_user_mad *m = umad, peek;
 	pthread_mutex_t *lk;
+	uint64_t seq = 0;
 	size_t cap;
 	ssize_t n;
 	int e;
@@ -2260,6 +2453,10 @@ int umad_recv(int fd, void *umad, int *length, int timeout_ms)
 			*length = (size_t)n > UHDR ? (int)((size_t)n - UHDR) : 0;
 			return (int)m->agent_id;
 		}
+		if (r == 2) {
+			errno = EAGAIN;
+			return -EAGAIN;
+		}
 		if (r < 0 && r != -EAGAIN) {
 			errno = -r;
 			return r;
@@ -2272,9 +2469,15 @@ int umad_recv(int fd, void *umad, int *length, int timeout_ms)
 	}
 	lk = &recv_lk[(unsigned)fd % RECV_LOCKS];
 	pthread_mutex_lock(lk);
+	if (e >= 0)
+		seq = direct_qseq(fd);
 	/* The record stays queued when the buffer is too small, as the
 	 * kernel requeues it. */
 	n = recv(fd, &peek, sizeof(peek), MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+	if (n < 0 && e >= 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+		direct_qseen(fd, seq); /* fd empty as of seq: the fast path again */
+		errno = EAGAIN;
+	}
 	if (n >= 0 && (size_t)n > cap) {
 		size_t madlen = (size_t)n - UHDR;
 
@@ -2299,4 +2502,30 @@ int umad_recv(int fd, void *umad, int *length, int timeout_ms)
 	}
 	*length = (size_t)n > UHDR ? (int)((size_t)n - UHDR) : 0;
 	return (int)m->agent_id;
+}
+
+/* With a timeout, a record that another thread's umad_recv took first
+ * (both woke for it) does not end the wait with -EAGAIN: the kernel's
+ * blocking read would sleep again until the deadline, so does this. */
+int umad_recv(int fd, void *umad, int *length, int timeout_ms)
+{
+	uint64_t end = timeout_ms > 0 ? now_ns() + (uint64_t)timeout_ms * 1000000u : 0;
+	int len0 = length ? *length : 0;
+
+	for (;;) {
+		int r = recv_once(fd, umad, length, timeout_ms);
+
+		if (r != -EAGAIN || timeout_ms == 0)
+			return r;
+		if (timeout_ms > 0) {
+			uint64_t t = now_ns();
+
+			if (t >= end) {
+				errno = ETIMEDOUT;
+				return -ETIMEDOUT;
+			}
+			timeout_ms = (int)((end - t + 999999) / 1000000);
+		}
+		*length = len0;
+	}
 }

@@ -737,6 +737,16 @@ static void recv_complete(struct sv_qp *q, const struct sv_rwqe *r, int status, 
 	wc.pkey_index = q->pkey_index;
 	wc.slid = src_node >= 0 ? sv_node_lid(q->ctx, src_node) : 0;
 	wc.sl = (uint8_t)SIMF_RESV8A_SL(b->resv8a);
+	if (q->ctx->link == SIMF_LINK_ROCE && q->qp.qp_type == IBV_QPT_UD)
+		/* RoCE has no SL on the wire; a ConnectX (mlx5) UD responder CQE
+		 * carries the RoCE packet type where IB has the SL, and libmlx5
+		 * returns it as wc.sl: bit 3 = UDP header (RoCEv2), bits 1:0 =
+		 * L3 header 0 GRH (v1) / 1 IPv6 / 2 IPv4. UCX's UD transport
+		 * reads the destination IP from the receive buffer's GRH area
+		 * by it (IPv4: last 4 bytes; else bytes 24..39). The sim's RoCE
+		 * is v2: IPv4 from GID 0 (IPv4-mapped), IPv6 from GIDs 1..
+		 * (make_grh). */
+		wc.sl = SIMF_RESV8A_SGID(b->resv8a) ? 0x9 : 0xA;
 	/* an XRC target's receives complete on the CQ of the XRC SRQ */
 	sv_cq_push(q->qp.qp_type == IBV_QPT_XRC_RECV ? q->rx_srq->cq : (struct sv_cq *)q->qp.recv_cq,
 		   &wc, b->se || status != IBV_WC_SUCCESS);

@@ -18,6 +18,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -769,6 +770,26 @@ static int silent_server(const struct cenv *e)
 	return n == 3 ? 0 : 1;
 }
 
+/* A thread asleep in umad_recv(fd, …, 3000): what it got, and when. */
+struct sleeper {
+	int fd, got, status;
+	int64_t dt;
+};
+
+static void *sleeper_main(void *arg)
+{
+	struct sleeper *s = arg;
+	struct ubuf u;
+	int len = 256;
+	int64_t t0 = ms_now();
+
+	memset(&u, 0, sizeof(u));
+	s->got = umad_recv(s->fd, &u, &len, 3000);
+	s->status = umad_status(&u);
+	s->dt = ms_now() - t0;
+	return NULL;
+}
+
 static int timeout_client(const struct cenv *e)
 {
 	const struct cm_arg *a = e->arg;
@@ -819,7 +840,38 @@ static int timeout_client(const struct cenv *e)
 	len = 256;
 	got = umad_recv(fd, &u, &len, 2000);
 	CHECK(got == ag && umad_status(&u) == ETIMEDOUT, "lost MAD times out");
-	CHECK(ms_now() - t0 >= 90, "not before its time");
+	dt = ms_now() - t0;
+	/* in direct mode umad_recv sleeps in the socket's recvfrom: the
+	 * timeout record (queued on the fd) must wake it, not its 2 s */
+	CHECK(dt >= 90 && dt < 1000, "not before its time, nor at umad_recv's: %lld ms", (long long)dt);
+
+	/* Two threads asleep in umad_recv on the port, two lost MADs: each
+	 * ETIMEDOUT record wakes one of them (in direct mode each sleeps in
+	 * the socket's recvfrom and a record queued on the fd wakes one), so
+	 * neither waits out its 3 s. */
+	{
+		struct sleeper sl[2] = { { .fd = fd }, { .fd = fd } };
+		pthread_t th[2];
+
+		/* nothing left on the port (in direct mode: from now on the
+		 * fd is known empty, the sleepers sleep in the recvfrom) */
+		len = 256;
+		CHECK(umad_recv(fd, &u, &len, 0) == -EAGAIN, "nothing left");
+		for (int i = 0; i < 2; i++)
+			CHECK(pthread_create(&th[i], NULL, sleeper_main, &sl[i]) == 0, "thread %d", i);
+		usleep(100000); /* both asleep */
+		for (int i = 0; i < 2; i++) {
+			mk_mad(&u, 0x09, 1, 0x01, 0x0042, 0x790 + i);
+			umad_set_addr(&u, 0x99, 1, 0, QP1_QKEY);
+			CHECK(umad_send(fd, ag, &u, 256, 100, 0) == 0, "send to nowhere %d", i);
+		}
+		for (int i = 0; i < 2; i++)
+			pthread_join(th[i], NULL);
+		for (int i = 0; i < 2; i++)
+			CHECK(sl[i].got == ag && sl[i].status == ETIMEDOUT && sl[i].dt < 2000,
+			      "sleeper %d: got %d status %d after %lld ms", i, sl[i].got, sl[i].status,
+			      (long long)sl[i].dt);
+	}
 
 	/* A response sent with a timeout waits for an answer that never
 	 * comes, as with ib_mad: it is resent, then times out. */

@@ -1,0 +1,180 @@
+/*
+ * Unmodified Debian rdmacm-utils rsockets programs over uscm's rsockets
+ * (lib/rs_*.c) on the simulated fabric: the server on node1 (127.10.0.1),
+ * the client on node2. rstream in blocking (-T b), non-blocking (-T n) and
+ * poll (-T a) modes, IB and RoCE, with sizes that keep each run under a
+ * second; rcopy of a 4 MiB file compared byte for byte; riostream (iomap,
+ * riowrite). Each must exit 0 and print its result line. Skipped when
+ * rdmacm-utils is missing.
+ */
+#include "libtest.h"
+
+static void teardown(void)
+{
+	lt_fabric_stop();
+}
+
+TestSuite(rsapps, .fini = teardown, .timeout = 120);
+
+static void start_server(const char *server)
+{
+	cr_assert_eq(lt_sh(NULL,
+			   "rm -f %s/server.pid %s/server.rc; "
+			   "(USCM_SIM_NODE=node1 %s timeout 60 %s >%s/server.out 2>&1 &"
+			   " echo $! >%s/server.pid; wait $!; echo $? >%s/server.rc) >/dev/null 2>&1 &",
+			   lt_dir, lt_dir, lt_util_env(), server, lt_dir, lt_dir, lt_dir),
+		     0);
+}
+
+/* server on node1, client on node2 (retried while the server is not
+ * listening yet); both must exit 0 unless server_exits is 0 (then the
+ * server is stopped). Returns the client's output; *sout the server's. */
+static char *rs_pair(const char *link, const char *bin, const char *server, const char *client,
+		     int server_exits, char **sout)
+{
+	char *out = NULL, *rc = NULL;
+	int st = -1;
+
+	if (lt_sh(NULL, "command -v %s >/dev/null", bin) != 0)
+		tf_skip_missing("%s (Debian rdmacm-utils) is not installed", bin);
+	lt_fabric_start(link, 2);
+	start_server(server);
+	for (int i = 0; i < 50; i++) {
+		free(out);
+		st = lt_sh(&out, "USCM_SIM_NODE=node2 %s timeout 60 %s 2>&1", lt_util_env(), client);
+		if (st == 0 || (!strstr(out, "refused") && !strstr(out, "No route")))
+			break;
+		usleep(100 * 1000);
+	}
+	cr_expect_eq(st, 0, "%s exited %d:\n%s", client, st, out);
+	if (!server_exits) {
+		for (int i = 0; i < 50 && lt_sh(NULL, "test -s %s/server.pid", lt_dir); i++)
+			usleep(100 * 1000);
+		lt_sh(NULL, "kill -TERM $(cat %s/server.pid) >/dev/null 2>&1; true", lt_dir);
+	}
+	for (int i = 0; i < 100; i++) {
+		free(rc);
+		rc = NULL;
+		if (lt_sh(&rc, "cat %s/server.rc 2>/dev/null", lt_dir) == 0 && rc[0])
+			break;
+		usleep(100 * 1000);
+	}
+	lt_sh(sout, "cat %s/server.out", lt_dir);
+	if (server_exits)
+		cr_expect(rc && rc[0] == '0', "%s exited %s:\n%s", server, rc ? rc : "?", *sout);
+	free(rc);
+	return out;
+}
+
+static void rstream(const char *link, const char *opts)
+{
+	char server[256], client[256], *out, *sout = NULL;
+
+	snprintf(server, sizeof(server), "rstream -b 127.10.0.1 %s", opts);
+	snprintf(client, sizeof(client), "rstream -s 127.10.0.1 %s", opts);
+	out = rs_pair(link, "rstream", server, client, 1, &sout);
+	/* the result line: name bytes xfers iters total time Gb/sec usec/xfer */
+	cr_expect(strstr(out, "custom "), "client:\n%s", out);
+	cr_expect(strstr(sout, "custom "), "server:\n%s", sout);
+	free(out);
+	free(sout);
+}
+
+Test(rsapps, rstream_blocking_ib)
+{
+	rstream("ib", "-T b -S 65536 -C 200");
+}
+
+Test(rsapps, rstream_nonblocking_ib)
+{
+	rstream("ib", "-T n -S 65536 -C 200");
+}
+
+Test(rsapps, rstream_poll_ib)
+{
+	rstream("ib", "-T a -S 100000 -C 100");
+}
+
+Test(rsapps, rstream_small_messages_ib)
+{
+	rstream("ib", "-T b -S 1 -C 2000");
+}
+
+Test(rsapps, rstream_large_verify_ib)
+{
+	/* -T v: the receiver checks every byte */
+	rstream("ib", "-T b -T v -S 1000000 -C 10");
+}
+
+Test(rsapps, rstream_blocking_roce)
+{
+	rstream("roce", "-T b -S 65536 -C 200");
+}
+
+Test(rsapps, rstream_nonblocking_roce)
+{
+	rstream("roce", "-T n -S 4096 -C 500");
+}
+
+Test(rsapps, rstream_poll_roce)
+{
+	rstream("roce", "-T a -S 300000 -C 30");
+}
+
+static void rcopy_run(const char *link)
+{
+	char src[600], dst[600], client[1400], *out, *sout = NULL;
+	char tmpl[] = "/tmp/uscm-rcopy.XXXXXX";
+
+	cr_assert(mkdtemp(tmpl));
+	snprintf(src, sizeof(src), "%s/in.bin", tmpl);
+	snprintf(dst, sizeof(dst), "%s/out.bin", tmpl);
+	cr_assert_eq(lt_sh(NULL, "head -c 4194304 /dev/urandom >%s", src), 0);
+	snprintf(client, sizeof(client), "rcopy %s 127.10.0.1:%s", src, dst);
+	/* the rcopy server serves forever: stopped once the client is done */
+	out = rs_pair(link, "rcopy", "rcopy", client, 0, &sout);
+	cr_expect(strstr(out, "4194304 bytes in"), "client:\n%s", out);
+	cr_expect_eq(lt_sh(NULL, "cmp %s %s", src, dst), 0, "copy differs");
+	lt_sh(NULL, "rm -rf %s", tmpl);
+	free(out);
+	free(sout);
+}
+
+Test(rsapps, rcopy_4mib_ib)
+{
+	rcopy_run("ib");
+}
+
+Test(rsapps, rcopy_4mib_roce)
+{
+	rcopy_run("roce");
+}
+
+static void riostream(const char *link, const char *opts)
+{
+	char server[256], client[256], *out, *sout = NULL;
+
+	snprintf(server, sizeof(server), "riostream -b 127.10.0.1 %s", opts);
+	snprintf(client, sizeof(client), "riostream -s 127.10.0.1 %s", opts);
+	out = rs_pair(link, "riostream", server, client, 1, &sout);
+	cr_expect(strstr(out, "custom "), "client:\n%s", out);
+	cr_expect(strstr(sout, "custom "), "server:\n%s", sout);
+	free(out);
+	free(sout);
+}
+
+/* riostream: the server riomaps its buffer, the client riowrites into it */
+Test(rsapps, riostream_blocking_ib)
+{
+	riostream("ib", "-T b -S 65536 -C 100");
+}
+
+Test(rsapps, riostream_nonblocking_roce)
+{
+	riostream("roce", "-T n -S 100000 -C 50");
+}
+
+Test(rsapps, riostream_poll_ib)
+{
+	riostream("ib", "-T a -S 1000 -C 200");
+}
