@@ -302,38 +302,36 @@ static char *pair(const char *server, const char *client, int *st)
 	return out;
 }
 
-/* IPv6 end to end: the route and Neighbour Discovery choose a0 and its
- * GID fd00::1 (the sim's GID table lists the interface's IPv6 addresses,
- * as the kernel's does); unmodified rping -a fd00::2. */
-Test(netns, rping_ipv6)
+/* Unmodified rping -a fd00::2 between the namespaces, the nodes' CM
+ * in-process or in a uscmd per node (each in its node's namespace). */
+static void rping_ipv6(int daemon)
 {
 	char *out;
 	int st;
 
 	if (lt_sh(NULL, "command -v rping >/dev/null") != 0)
 		tf_skip_missing("rping (Debian rdmacm-utils) is not installed");
-	net_up();
+	net_up_mode(daemon);
 	out = pair("rping -s -a fd00::2 -C 3 -v", "rping -c -a fd00::2 -C 3 -v", &st);
-	cr_expect_eq(st, 0, "rping -c -a fd00::2 exited %d:\n%s", st, out);
+	cr_expect_eq(st, 0, "rping -c -a fd00::2 (%s) exited %d:\n%s",
+		     daemon ? "daemon mode" : "in-process", st, out);
 	cr_expect(strstr(out, "rdma-ping-2"), "%s", out);
 	cr_expect(neigh_state(nsa, "fd00::2", "lladdr"), "Neighbour Discovery ran");
 	free(out);
 }
 
-/* The same in daemon mode: each node's uscmd runs in its namespace. */
+/* IPv6 end to end: the route and Neighbour Discovery choose a0 and its
+ * GID fd00::1 (the sim's GID table lists the interface's IPv6 addresses,
+ * as the kernel's does). */
+Test(netns, rping_ipv6)
+{
+	rping_ipv6(0);
+}
+
+/* The same in daemon mode. */
 Test(netns, rping_ipv6_daemon)
 {
-	char *out;
-	int st;
-
-	if (lt_sh(NULL, "command -v rping >/dev/null") != 0)
-		tf_skip_missing("rping (Debian rdmacm-utils) is not installed");
-	net_up_mode(1);
-	out = pair("rping -s -a fd00::2 -C 3 -v", "rping -c -a fd00::2 -C 3 -v", &st);
-	cr_expect_eq(st, 0, "rping -c -a fd00::2 (daemon mode) exited %d:\n%s", st, out);
-	cr_expect(strstr(out, "rdma-ping-2"), "%s", out);
-	cr_expect(neigh_state(nsa, "fd00::2", "lladdr"), "Neighbour Discovery ran");
-	free(out);
+	rping_ipv6(1);
 }
 
 /* IPv6: unmodified ucmatose, two connections. */
