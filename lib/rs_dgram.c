@@ -55,6 +55,7 @@ struct ds {
 	struct sockaddr_storage src;
 	uint8_t hdr[DS_IPV6_HDR_LEN];
 	int hlen;
+	size_t max; /* largest payload: min(RS_SNDLOWAT, the port's MTU) - hlen */
 	int sq, rq;
 	uint8_t *sbuf, *rbuf;
 	struct ibv_mr *smr, *rmr;
@@ -322,6 +323,15 @@ static int ds_setup(struct rs *rs, const struct sockaddr *dst)
 	qa.cap.max_recv_sge = 2;
 	if (rdma_create_qp(ds->id, NULL, &qa))
 		return -1;
+	{
+		struct ibv_port_attr pa;
+		size_t mtu = RS_SNDLOWAT;
+
+		if (!ibv_query_port(ds->id->verbs, ds->id->port_num, &pa) && pa.active_mtu &&
+		    (size_t)(128u << pa.active_mtu) < mtu)
+			mtu = (size_t)128u << pa.active_mtu;
+		ds->max = mtu - (size_t)ds->hlen;
+	}
 	ds->smr = ibv_reg_mr(ds->id->pd, ds->sbuf, (size_t)ds->sq * RS_SNDLOWAT, IBV_ACCESS_LOCAL_WRITE);
 	ds->rmr = ibv_reg_mr(ds->id->pd, ds->rbuf, (size_t)ds->rq * RS_SNDLOWAT + DS_GRH,
 			     IBV_ACCESS_LOCAL_WRITE);
@@ -635,7 +645,7 @@ ssize_t rs_dgram_sendto(struct rs *rs, const void *buf, size_t len, int flags,
 			return rs_fail(EDESTADDRREQ);
 		d = ds->conn;
 	}
-	if (len > (size_t)(RS_SNDLOWAT - ds->hlen))
+	if (len > ds->max)
 		return rs_fail(EMSGSIZE);
 	ds_progress(rs);
 	if (!d->ah)
