@@ -166,7 +166,7 @@ Test(rsocket, errno_without_a_connection)
 	EXPECT_ERR(rsocket(AF_UNIX, SOCK_STREAM, 0), EAFNOSUPPORT);
 	EXPECT_ERR(rsocket(AF_INET, SOCK_RAW, 0), EINVAL);
 	EXPECT_ERR(rsocket(AF_INET, SOCK_STREAM, IPPROTO_UDP), EPROTONOSUPPORT);
-	EXPECT_ERR(rsocket(AF_INET, SOCK_DGRAM, 0), ENOSYS); /* UD rsockets: not done */
+	EXPECT_ERR(rsocket(AF_INET, SOCK_DGRAM, IPPROTO_TCP), EPROTONOSUPPORT);
 
 	s = rsocket(AF_INET, SOCK_STREAM, 0);
 	cr_assert_geq(s, 0);
