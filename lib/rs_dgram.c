@@ -194,35 +194,53 @@ static void dest_free_all(struct ds *ds)
 	}
 }
 
+/* the QP side (a failed ds_setup leaves none half-made) */
+static void qp_free(struct rs *rs)
+{
+	struct ds *ds = rs->ds;
+
+	dest_free_all(ds);
+	ds->conn = NULL;
+	if (ds->id) {
+		if (ds->id->qp)
+			rdma_destroy_qp(ds->id);
+		rdma_destroy_id(ds->id);
+		ds->id = NULL;
+	}
+	if (ds->smr)
+		ibv_dereg_mr(ds->smr);
+	if (ds->rmr)
+		ibv_dereg_mr(ds->rmr);
+	if (rs->cq)
+		ibv_destroy_cq(rs->cq);
+	if (rs->cch)
+		ibv_destroy_comp_channel(rs->cch);
+	ds->smr = ds->rmr = NULL;
+	rs->cq = NULL;
+	rs->cch = NULL;
+	rs->armed = 0;
+	free(ds->sbuf);
+	free(ds->rbuf);
+	free(ds->sfree);
+	free(ds->ring);
+	ds->sbuf = ds->rbuf = NULL;
+	ds->sfree = NULL;
+	ds->ring = NULL;
+	ds->head = ds->tail = ds->count = ds->nsfree = 0;
+}
+
 void rs_dgram_free(struct rs *rs)
 {
 	struct ds *ds = rs->ds;
 
 	if (!ds)
 		return;
-	dest_free_all(ds);
+	qp_free(rs);
 	while (ds->lhead) {
 		struct ds_local *l = ds->lhead;
 		ds->lhead = l->next;
 		free(l);
 	}
-	if (ds->id) {
-		if (ds->id->qp)
-			rdma_destroy_qp(ds->id);
-		if (ds->smr)
-			ibv_dereg_mr(ds->smr);
-		if (ds->rmr)
-			ibv_dereg_mr(ds->rmr);
-		if (rs->cq)
-			ibv_destroy_cq(rs->cq);
-		if (rs->cch)
-			ibv_destroy_comp_channel(rs->cch);
-		rdma_destroy_id(ds->id);
-	}
-	free(ds->sbuf);
-	free(ds->rbuf);
-	free(ds->sfree);
-	free(ds->ring);
 	free(ds);
 	rs->ds = NULL;
 	close(rs->fd);
@@ -240,7 +258,7 @@ static int post_recv(struct ds *ds, uint32_t off)
 }
 
 /* the UD QP on the source address for dst (lk held) */
-static int ds_setup(struct rs *rs, const struct sockaddr *dst)
+static int ds_setup_qp(struct rs *rs, const struct sockaddr *dst)
 {
 	struct ds *ds = rs->ds;
 	struct sockaddr_storage src;
@@ -341,6 +359,19 @@ static int ds_setup(struct rs *rs, const struct sockaddr *dst)
 		if (post_recv(ds, (uint32_t)i * RS_SNDLOWAT))
 			return -1;
 	return 0;
+}
+
+static int ds_setup(struct rs *rs, const struct sockaddr *dst)
+{
+	int e;
+
+	if (rs->ds->id && rs->ds->id->qp && rs->ds->rmr)
+		return 0;
+	if (!ds_setup_qp(rs, dst))
+		return 0;
+	e = errno;
+	qp_free(rs);
+	return rs_fail(e);
 }
 
 static struct ds_dest *get_dest(struct ds *ds, const struct sockaddr *a)
