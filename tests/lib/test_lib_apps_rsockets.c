@@ -184,7 +184,7 @@ Test(rsapps, riostream_poll_ib)
 /* udpong: datagram rsockets (UD, lib/rs_dgram.c). The server serves forever
  * (stopped once the client is done; stdbuf so its line survives that); the
  * client logs in through the UDP side channel, then runs over UD. */
-static void udpong(const char *link, const char *opts)
+static void udpong(const char *link, const char *opts, const char *line)
 {
 	char server[256], client[256], *out, *sout = NULL;
 	/* the side channel is a kernel UDP socket on the name address: a port
@@ -195,7 +195,7 @@ static void udpong(const char *link, const char *opts)
 	snprintf(client, sizeof(client), "udpong -s 127.10.0.1 -p %d %s", port, opts);
 	out = rs_pair(link, "udpong", server, client, 0, &sout);
 	/* name bytes xfers total time Gb/sec usec/xfer */
-	cr_expect(strstr(out, "custom "), "client:\n%s", out);
+	cr_expect(strstr(out, line), "client (wanted \"%s\"):\n%s", line, out);
 	cr_expect(strstr(sout, "client login from 127.10.0.2"), "server:\n%s", sout);
 	free(out);
 	free(sout);
@@ -203,21 +203,22 @@ static void udpong(const char *link, const char *opts)
 
 Test(rsapps, udpong_blocking_ib)
 {
-	udpong("ib", "-T b -S 1000 -C 200");
+	udpong("ib", "-T b -S 1000 -C 200", "custom    1000    ");
 }
 
 Test(rsapps, udpong_echo_ib)
 {
 	/* -T e: every datagram is echoed back (a latency run) */
-	udpong("ib", "-T e -S 100 -C 100");
+	/* echo: transfers = 2 x count (name, bytes, xfers columns) */
+	udpong("ib", "-T e -S 100 -C 100", "custom    100     200     ");
 }
 
 Test(rsapps, udpong_nonblocking_roce)
 {
-	udpong("roce", "-T n -S 1000 -C 200");
+	udpong("roce", "-T n -S 1000 -C 200", "custom    1000    ");
 }
 
 Test(rsapps, udpong_poll_roce)
 {
-	udpong("roce", "-T a -T e -S 64 -C 100");
+	udpong("roce", "-T a -T e -S 64 -C 100", "custom    64      200     ");
 }
