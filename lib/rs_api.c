@@ -1,7 +1,7 @@
 /*
  * rs_api.c - the exported rsockets calls: descriptor table, configuration
  * (the files of /etc/rdma/rsocket), socket options, fcntl, names, rpoll/rselect and
- * the iomap calls. SOCK_STREAM only: SOCK_DGRAM (UD) fails with ENOSYS.
+ * the iomap calls. SOCK_DGRAM (UD) sockets are served by rs_dgram.c.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -152,6 +152,17 @@ void rs_forget(struct rs *rs)
 	if (!rs)                               \
 		return rs_fail(EBADF)
 
+#define DGRAM_LOCKED(rs, call)                 \
+	do {                                   \
+		if ((rs)->type == SOCK_DGRAM) {    \
+			ssize_t r_;                 \
+			pthread_mutex_lock(&(rs)->lk); \
+			r_ = (call);                \
+			pthread_mutex_unlock(&(rs)->lk); \
+			return r_;                  \
+		}                                   \
+	} while (0)
+
 /* ---- sockets ---- */
 
 RS_EXPORT int rsocket(int domain, int type, int protocol)
@@ -164,7 +175,7 @@ RS_EXPORT int rsocket(int domain, int type, int protocol)
 	if (t == SOCK_DGRAM) {
 		if (protocol && protocol != IPPROTO_UDP)
 			return rs_fail(EPROTONOSUPPORT);
-		return rs_fail(ENOSYS); /* UD rsockets: not implemented */
+		return rs_dgram_socket(domain, type);
 	}
 	if (t != SOCK_STREAM)
 		return rs_fail(EINVAL);
@@ -200,6 +211,7 @@ RS_EXPORT int rbind(int socket, const struct sockaddr *addr, socklen_t addrlen)
 
 	if (addr_ok(rs, addr, addrlen))
 		return -1;
+	DGRAM_LOCKED(rs, rs_dgram_bind(rs, addr, addrlen));
 	pthread_mutex_lock(&rs->lk);
 	if (rs->state != RS_S_INIT) {
 		pthread_mutex_unlock(&rs->lk);
@@ -217,6 +229,8 @@ RS_EXPORT int rlisten(int socket, int backlog)
 	int ret = 0;
 	LOOKUP(rs, socket);
 
+	if (rs->type == SOCK_DGRAM)
+		return rs_fail(EOPNOTSUPP);
 	pthread_mutex_lock(&rs->lk);
 	if (rs->state == RS_S_LISTEN)
 		goto out;
@@ -263,6 +277,8 @@ RS_EXPORT int raccept(int socket, struct sockaddr *addr, socklen_t *addrlen)
 
 	if (addr && !addrlen)
 		return rs_fail(EFAULT);
+	if (rs->type == SOCK_DGRAM)
+		return rs_fail(EOPNOTSUPP);
 	pthread_mutex_lock(&rs->lk);
 	if (rs->state != RS_S_LISTEN) {
 		pthread_mutex_unlock(&rs->lk);
@@ -294,6 +310,11 @@ RS_EXPORT int rconnect(int socket, const struct sockaddr *addr, socklen_t addrle
 	int ret;
 	LOOKUP(rs, socket);
 
+	if (rs->type == SOCK_DGRAM) {
+		if (addr_ok(rs, addr, addrlen))
+			return -1;
+		DGRAM_LOCKED(rs, rs_dgram_connect(rs, addr, addrlen));
+	}
 	pthread_mutex_lock(&rs->lk);
 	if (rs->state & RS_S_CONN) {
 		ret = rs_fail(EISCONN);
@@ -322,6 +343,8 @@ RS_EXPORT int rshutdown(int socket, int how)
 	int ret;
 	LOOKUP(rs, socket);
 
+	if (rs->type == SOCK_DGRAM)
+		return shutdown(rs->fd, how);
 	pthread_mutex_lock(&rs->lk);
 	ret = rs_shutdown_locked(rs, how);
 	pthread_mutex_unlock(&rs->lk);
@@ -336,9 +359,13 @@ RS_EXPORT int rclose(int socket)
 	pthread_mutex_lock(&rs->slk);
 	pthread_mutex_lock(&rs->rlk);
 	pthread_mutex_lock(&rs->lk);
-	if (rs->state & RS_S_CONN)
-		rs_shutdown_locked(rs, SHUT_RDWR);
-	rs_stream_free(rs);
+	if (rs->type == SOCK_DGRAM) {
+		rs_dgram_free(rs);
+	} else {
+		if (rs->state & RS_S_CONN)
+			rs_shutdown_locked(rs, SHUT_RDWR);
+		rs_stream_free(rs);
+	}
 	pthread_mutex_unlock(&rs->lk);
 	pthread_mutex_unlock(&rs->rlk);
 	pthread_mutex_unlock(&rs->slk);
@@ -357,6 +384,7 @@ RS_EXPORT ssize_t rrecv(int socket, void *buf, size_t len, int flags)
 	LOOKUP(rs, socket);
 	if (len && !buf)
 		return rs_fail(EFAULT);
+	DGRAM_LOCKED(rs, rs_dgram_recvfrom(rs, buf, len, flags, NULL, NULL));
 	return rs_recvv(rs, &v, 1, flags);
 }
 
@@ -366,6 +394,13 @@ RS_EXPORT ssize_t rrecvfrom(int socket, void *buf, size_t len, int flags,
 	ssize_t n;
 	LOOKUP(rs, socket);
 
+	if (rs->type == SOCK_DGRAM) {
+		if (len && !buf)
+			return rs_fail(EFAULT);
+		if (src_addr && !addrlen)
+			return rs_fail(EFAULT);
+		DGRAM_LOCKED(rs, rs_dgram_recvfrom(rs, buf, len, flags, src_addr, addrlen));
+	}
 	n = rrecv(socket, buf, len, flags);
 	if (n >= 0 && src_addr && addrlen)
 		copy_addr(src_addr, addrlen, rdma_get_peer_addr(rs->id));
@@ -380,6 +415,8 @@ RS_EXPORT ssize_t rrecvmsg(int socket, struct msghdr *msg, int flags)
 	if (msg->msg_control && msg->msg_controllen)
 		msg->msg_controllen = 0;
 	msg->msg_flags = 0;
+	if (rs->type == SOCK_DGRAM)
+		return rs_fail(EOPNOTSUPP); /* as librdmacm: rrecvmsg is stream-only */
 	return rs_recvv(rs, msg->msg_iov, (int)msg->msg_iovlen, flags);
 }
 
@@ -391,6 +428,8 @@ RS_EXPORT ssize_t rread(int socket, void *buf, size_t count)
 RS_EXPORT ssize_t rreadv(int socket, const struct iovec *iov, int iovcnt)
 {
 	LOOKUP(rs, socket);
+	if (rs->type == SOCK_DGRAM)
+		return rs_fail(EOPNOTSUPP);
 	return rs_recvv(rs, iov, iovcnt, 0);
 }
 
@@ -400,6 +439,7 @@ RS_EXPORT ssize_t rsend(int socket, const void *buf, size_t len, int flags)
 	LOOKUP(rs, socket);
 	if (len && !buf)
 		return rs_fail(EFAULT);
+	DGRAM_LOCKED(rs, rs_dgram_sendto(rs, buf, len, flags, NULL, 0));
 	return rs_sendv(rs, &v, 1, flags);
 }
 
@@ -407,6 +447,13 @@ RS_EXPORT ssize_t rsendto(int socket, const void *buf, size_t len, int flags,
 			  const struct sockaddr *dest_addr, socklen_t addrlen)
 {
 	LOOKUP(rs, socket);
+	if (rs->type == SOCK_DGRAM) {
+		if (len && !buf)
+			return rs_fail(EFAULT);
+		if (!dest_addr && addrlen)
+			return rs_fail(EFAULT);
+		DGRAM_LOCKED(rs, rs_dgram_sendto(rs, buf, len, flags, dest_addr, addrlen));
+	}
 	if (dest_addr || addrlen) {
 		pthread_mutex_lock(&rs->lk);
 		int conn = !!(rs->state & RS_S_CONN);
@@ -424,6 +471,8 @@ RS_EXPORT ssize_t rsendmsg(int socket, const struct msghdr *msg, int flags)
 		return rs_fail(EFAULT);
 	if (msg->msg_control && msg->msg_controllen)
 		return rs_fail(EOPNOTSUPP);
+	if (rs->type == SOCK_DGRAM)
+		return rs_fail(EOPNOTSUPP); /* as librdmacm: rsendmsg is stream-only */
 	return rs_sendv(rs, msg->msg_iov, (int)msg->msg_iovlen, flags);
 }
 
@@ -435,6 +484,8 @@ RS_EXPORT ssize_t rwrite(int socket, const void *buf, size_t count)
 RS_EXPORT ssize_t rwritev(int socket, const struct iovec *iov, int iovcnt)
 {
 	LOOKUP(rs, socket);
+	if (rs->type == SOCK_DGRAM)
+		return rs_fail(EOPNOTSUPP);
 	return rs_sendv(rs, iov, iovcnt, 0);
 }
 
@@ -445,6 +496,13 @@ static short rs_revents(struct rs *rs, short events)
 {
 	short rev = 0;
 
+	if (rs->type == SOCK_DGRAM) {
+		if ((events & POLLIN) && rs_dgram_readable(rs))
+			rev |= POLLIN;
+		if ((events & POLLOUT) && rs_dgram_writable(rs))
+			rev |= POLLOUT;
+		return rev;
+	}
 	if (rs->state & RS_S_OPENING) {
 		int fl = rs->fs_flags;
 
@@ -658,6 +716,8 @@ RS_EXPORT int rgetpeername(int socket, struct sockaddr *addr, socklen_t *addrlen
 	LOOKUP(rs, socket);
 	if (!addr || !addrlen)
 		return rs_fail(EFAULT);
+	if (rs->type == SOCK_DGRAM)
+		return getpeername(rs->fd, addr, addrlen);
 	if (!(rs->state & (RS_S_CONN | RS_S_DISC)) && rs->state != RS_S_ACCEPTING)
 		return rs_fail(ENOTCONN);
 	copy_addr(addr, addrlen, rdma_get_peer_addr(rs->id));
@@ -669,6 +729,8 @@ RS_EXPORT int rgetsockname(int socket, struct sockaddr *addr, socklen_t *addrlen
 	LOOKUP(rs, socket);
 	if (!addr || !addrlen)
 		return rs_fail(EFAULT);
+	if (rs->type == SOCK_DGRAM)
+		return getsockname(rs->fd, addr, addrlen);
 	if (rs->state == RS_S_INIT) {
 		struct sockaddr_storage ss;
 
@@ -699,6 +761,9 @@ RS_EXPORT int rsetsockopt(int socket, int level, int optname, const void *optval
 	int v = 0, ret = 0;
 	LOOKUP(rs, socket);
 
+	if (rs->type == SOCK_DGRAM) /* the UDP socket's options; no SOL_RDMA ones */
+		return level == SOL_RDMA ? rs_fail(ENOPROTOOPT) :
+					   setsockopt(rs->fd, level, optname, optval, optlen);
 	pthread_mutex_lock(&rs->lk);
 	switch (level) {
 	case SOL_SOCKET:
@@ -856,6 +921,10 @@ RS_EXPORT int rgetsockopt(int socket, int level, int optname, void *optval, sock
 {
 	int v = 0, isint = 1, ret = 0;
 	LOOKUP(rs, socket);
+
+	if (rs->type == SOCK_DGRAM)
+		return level == SOL_RDMA ? rs_fail(ENOPROTOOPT) :
+					   getsockopt(rs->fd, level, optname, optval, optlen);
 
 	if (!optval || !optlen)
 		return rs_fail(EFAULT);
@@ -1027,6 +1096,8 @@ RS_EXPORT off_t riomap(int socket, void *buf, size_t len, int prot, int flags, o
 	struct rs_iomr *m;
 	int access = IBV_ACCESS_LOCAL_WRITE;
 	LOOKUP(rs, socket);
+	if (rs->type == SOCK_DGRAM)
+		return (off_t)rs_fail(EOPNOTSUPP);
 
 	(void)flags;
 	if (!buf || !len || (prot & ~PROT_WRITE) || offset < -1)
@@ -1086,6 +1157,8 @@ RS_EXPORT int riounmap(int socket, void *buf, size_t len)
 {
 	struct rs_iomr **pp;
 	LOOKUP(rs, socket);
+	if (rs->type == SOCK_DGRAM)
+		return (int)rs_fail(EOPNOTSUPP);
 
 	pthread_mutex_lock(&rs->lk);
 	for (pp = &rs->iomaps; *pp; pp = &(*pp)->next) {
@@ -1116,6 +1189,10 @@ RS_EXPORT size_t riowrite(int socket, const void *buf, size_t count, off_t offse
 	}
 	if (count && !buf) {
 		errno = EFAULT;
+		return (size_t)-1;
+	}
+	if (rs->type == SOCK_DGRAM) {
+		errno = EOPNOTSUPP;
 		return (size_t)-1;
 	}
 	pthread_mutex_lock(&rs->slk);

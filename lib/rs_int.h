@@ -167,12 +167,29 @@ struct rs {
 	/* iomap */
 	struct rs_iomr *iomaps; /* local mappings offered to the peer */
 	int iomap_pending;
+
+	struct ds *ds; /* SOCK_DGRAM: rs_dgram.c */
 };
 
 /* rs_api.c: the descriptor table */
 struct rs *rs_lookup(int fd);
 int rs_insert(struct rs *rs);
 void rs_forget(struct rs *rs);
+
+/* rs_dgram.c: SOCK_DGRAM over UD (rs->fd is its UDP socket) */
+struct ds;
+int rs_dgram_socket(int domain, int type);
+void rs_dgram_free(struct rs *rs);
+int rs_dgram_bind(struct rs *rs, const struct sockaddr *a, socklen_t l);
+int rs_dgram_connect(struct rs *rs, const struct sockaddr *a, socklen_t l);
+ssize_t rs_dgram_sendto(struct rs *rs, const void *buf, size_t len, int flags,
+			const struct sockaddr *to, socklen_t tolen);
+ssize_t rs_dgram_recvfrom(struct rs *rs, void *buf, size_t len, int flags, struct sockaddr *from,
+			  socklen_t *fl);
+int rs_dgram_readable(struct rs *rs); /* with lk */
+int rs_dgram_writable(struct rs *rs); /* with lk */
+int rs_dgram_arm(struct rs *rs);
+void rs_dgram_drain(struct rs *rs);
 
 /* rs_stream.c */
 int rs_stream_socket(int domain, int type);

@@ -680,6 +680,10 @@ void rs_drain(struct rs *rs)
 	struct ibv_cq *cq;
 	void *ctx;
 
+	if (rs->type == SOCK_DGRAM) {
+		rs_dgram_drain(rs);
+		return;
+	}
 	if (!rs->cch)
 		return;
 	while (!ibv_get_cq_event(rs->cch, &cq, &ctx)) {
@@ -690,6 +694,8 @@ void rs_drain(struct rs *rs)
 
 int rs_arm(struct rs *rs)
 {
+	if (rs->type == SOCK_DGRAM)
+		return rs_dgram_arm(rs);
 	if (!rs->cq)
 		return 0;
 	if (!rs->armed) {

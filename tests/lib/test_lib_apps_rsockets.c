@@ -4,7 +4,9 @@
  * the client on node2. rstream in blocking (-T b), non-blocking (-T n) and
  * poll (-T a) modes, IB and RoCE, with sizes that keep each run under a
  * second; rcopy of a 4 MiB file compared byte for byte; riostream (iomap,
- * riowrite). Each must exit 0 and print its result line. Skipped when
+ * riowrite); udpong (datagram rsockets over UD) in blocking, echo,
+ * non-blocking and poll modes. Each must exit 0 and print its result line
+ * (udpong's server: its login line; it serves forever). Skipped when
  * rdmacm-utils is missing.
  */
 #include "libtest.h"
@@ -180,4 +182,46 @@ Test(rsapps, riostream_nonblocking_roce)
 Test(rsapps, riostream_poll_ib)
 {
 	riostream("ib", "-T a -S 1000 -C 200");
+}
+
+/* udpong: datagram rsockets (UD, lib/rs_dgram.c). The server serves forever
+ * (stopped once the client is done; stdbuf so its line survives that); the
+ * client logs in through the UDP side channel, then runs over UD. */
+static void udpong(const char *link, const char *opts, const char *line)
+{
+	char server[256], client[256], *out, *sout = NULL;
+	/* the side channel is a kernel UDP socket on the name address: a port
+	 * of this run's own, so parallel runs (other builds) never collide */
+	int port = 20000 + (int)(getpid() % 20000);
+
+	snprintf(server, sizeof(server), "stdbuf -oL udpong -b 127.10.0.1 -p %d %s", port, opts);
+	snprintf(client, sizeof(client), "udpong -s 127.10.0.1 -p %d %s", port, opts);
+	out = rs_pair(link, "udpong", server, client, 0, &sout);
+	/* name bytes xfers total time Gb/sec usec/xfer */
+	cr_expect(strstr(out, line), "client (wanted \"%s\"):\n%s", line, out);
+	cr_expect(strstr(sout, "client login from 127.10.0.2"), "server:\n%s", sout);
+	free(out);
+	free(sout);
+}
+
+Test(rsapps, udpong_blocking_ib)
+{
+	udpong("ib", "-T b -S 1000 -C 200", "custom    1000    ");
+}
+
+Test(rsapps, udpong_echo_ib)
+{
+	/* -T e: every datagram is echoed back (a latency run) */
+	/* echo: transfers = 2 x count (name, bytes, xfers columns) */
+	udpong("ib", "-T e -S 100 -C 100", "custom    100     200     ");
+}
+
+Test(rsapps, udpong_nonblocking_roce)
+{
+	udpong("roce", "-T n -S 1000 -C 200", "custom    1000    ");
+}
+
+Test(rsapps, udpong_poll_roce)
+{
+	udpong("roce", "-T a -T e -S 64 -C 100", "custom    64      200     ");
 }

@@ -166,7 +166,7 @@ Test(rsocket, errno_without_a_connection)
 	EXPECT_ERR(rsocket(AF_UNIX, SOCK_STREAM, 0), EAFNOSUPPORT);
 	EXPECT_ERR(rsocket(AF_INET, SOCK_RAW, 0), EINVAL);
 	EXPECT_ERR(rsocket(AF_INET, SOCK_STREAM, IPPROTO_UDP), EPROTONOSUPPORT);
-	EXPECT_ERR(rsocket(AF_INET, SOCK_DGRAM, 0), ENOSYS); /* UD rsockets: not done */
+	EXPECT_ERR(rsocket(AF_INET, SOCK_DGRAM, IPPROTO_TCP), EPROTONOSUPPORT);
 
 	s = rsocket(AF_INET, SOCK_STREAM, 0);
 	cr_assert_geq(s, 0);
@@ -641,4 +641,103 @@ Test(rsocket, peer_death_keepalive)
 	cr_expect_lt(lt_now_ms() - t0, 30000);
 	EXPECT_ERR(rsend(s, buf, sizeof(buf), 0), ECONNRESET);
 	cr_expect_eq(rclose(s), 0);
+}
+
+/* ---- datagram rsockets (SOCK_DGRAM over UD, lib/rs_dgram.c) ---- */
+
+/* two datagram rsockets of this process on node 1: the first datagram goes
+ * through the UDP side channel, the rest over UD; errno behaviour, source
+ * addresses, truncation, MSG_PEEK, connected sockets, rpoll */
+Test(rsocket, dgram)
+{
+	char buf[4096], big[4096];
+	struct sockaddr_in a = lt_sin("127.10.0.1", PORT + 7), from, b6;
+	struct sockaddr_in6 s6;
+	socklen_t fl;
+	struct pollfd pf;
+	int s1, s2, i, v;
+
+	lt_fabric_start("ib", 2);
+	lt_node(1);
+	EXPECT_ERR(rsocket(AF_INET, SOCK_DGRAM, IPPROTO_TCP), EPROTONOSUPPORT);
+	s1 = rsocket(AF_INET, SOCK_DGRAM, 0);
+	s2 = rsocket(AF_INET, SOCK_DGRAM, IPPROTO_UDP);
+	cr_assert(s1 >= 0 && s2 >= 0, "rsocket: %s", strerror(errno));
+	v = 0;
+	fl = sizeof(v);
+	cr_expect_eq(rgetsockopt(s1, SOL_SOCKET, SO_TYPE, &v, &fl), 0);
+	cr_expect_eq(v, SOCK_DGRAM);
+	cr_assert_eq(rbind(s1, (struct sockaddr *)&a, sizeof(a)), 0, "rbind: %s", strerror(errno));
+	EXPECT_ERR(rbind(s1, (struct sockaddr *)&a, sizeof(a)), EINVAL);
+	EXPECT_ERR(rlisten(s1, 1), EOPNOTSUPP);
+	EXPECT_ERR(raccept(s1, NULL, NULL), EOPNOTSUPP);
+	/* nothing to receive; no destination; bad arguments */
+	EXPECT_ERR(rrecv(s1, buf, sizeof(buf), MSG_DONTWAIT), EAGAIN);
+	EXPECT_ERR(rsend(s2, "x", 1, 0), EDESTADDRREQ);
+	EXPECT_ERR(rsendto(s2, NULL, 5, 0, (struct sockaddr *)&a, sizeof(a)), EFAULT);
+	EXPECT_ERR(rsendto(s2, "x", 1, 0, (struct sockaddr *)&a, 4), EINVAL);
+	memset(&s6, 0, sizeof(s6));
+	s6.sin6_family = AF_INET6;
+	EXPECT_ERR(rsendto(s2, "x", 1, 0, (struct sockaddr *)&s6, sizeof(s6)), EAFNOSUPPORT);
+	fl = sizeof(b6);
+	EXPECT_ERR(rgetpeername(s2, (struct sockaddr *)&b6, &fl), ENOTCONN);
+
+	/* sendto without bind: the socket binds to the RDMA route's source */
+	memset(big, 'b', sizeof(big));
+	for (i = 0; i < 100; i++)
+		buf[i] = (char)i;
+	cr_assert_eq(rsendto(s2, buf, 100, 0, (struct sockaddr *)&a, sizeof(a)), 100,
+		     "rsendto: %s", strerror(errno));
+	fl = sizeof(b6);
+	cr_expect_eq(rgetsockname(s2, (struct sockaddr *)&b6, &fl), 0);
+	cr_expect_eq(b6.sin_addr.s_addr, a.sin_addr.s_addr, "s2 bound to %08x", b6.sin_addr.s_addr);
+	cr_expect_neq(b6.sin_port, 0);
+	/* MSG_PEEK keeps it; a short buffer truncates it, the rest is dropped */
+	memset(buf, 0, 100);
+	cr_expect_eq(rrecv(s1, buf, 100, MSG_PEEK), 100);
+	fl = sizeof(from);
+	cr_expect_eq(rrecvfrom(s1, buf, 10, 0, (struct sockaddr *)&from, &fl), 10);
+	cr_expect_eq(buf[9], 9);
+	cr_expect_eq(fl, sizeof(from));
+	cr_expect_eq(from.sin_port, b6.sin_port);
+	cr_expect_eq(from.sin_addr.s_addr, b6.sin_addr.s_addr);
+	EXPECT_ERR(rrecv(s1, buf, sizeof(buf), MSG_DONTWAIT), EAGAIN);
+
+	/* replies and further datagrams: over UD, in order here */
+	for (i = 0; i < 50; i++) {
+		char c[2] = { (char)i, 0 };
+
+		cr_assert_eq(rsendto(s1, c, 2, 0, (struct sockaddr *)&from, fl), 2, "%d: %s", i,
+			     strerror(errno));
+		pf.fd = s2;
+		pf.events = POLLIN;
+		cr_assert_eq(rpoll(&pf, 1, 5000), 1, "rpoll %d", i);
+		cr_expect(pf.revents & POLLIN);
+		cr_assert_eq(rrecv(s2, c, 2, 0), 2);
+		cr_expect_eq(c[0], (char)i);
+		cr_assert_eq(rsendto(s2, c, 1, 0, (struct sockaddr *)&a, sizeof(a)), 1);
+		cr_assert_eq(rrecv(s1, c, 2, 0), 1);
+		cr_expect_eq(c[0], (char)i);
+	}
+	/* a zero-length datagram; the largest one; one byte more */
+	cr_expect_eq(rsendto(s2, buf, 0, 0, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_expect_eq(rrecv(s1, buf, sizeof(buf), 0), 0);
+	for (v = 1024; rsendto(s2, big, (size_t)v, 0, (struct sockaddr *)&a, sizeof(a)) == v; v++)
+		cr_assert_eq(rrecv(s1, buf, sizeof(buf), 0), v);
+	cr_expect_eq(errno, EMSGSIZE, "after %d bytes: %s", v, strerror(errno));
+	cr_expect(v - 1 > 1024 && v - 1 <= 2048 - 8, "largest datagram %d", v - 1);
+
+	/* a connected datagram socket: rsend/rrecv, rgetpeername */
+	cr_assert_eq(rconnect(s2, (struct sockaddr *)&a, sizeof(a)), 0, "%s", strerror(errno));
+	fl = sizeof(b6);
+	cr_expect_eq(rgetpeername(s2, (struct sockaddr *)&b6, &fl), 0);
+	cr_expect_eq(b6.sin_port, a.sin_port);
+	cr_expect_eq(rsend(s2, "hello", 5, 0), 5);
+	cr_expect_eq(rrecv(s1, buf, sizeof(buf), 0), 5);
+	cr_expect_eq(memcmp(buf, "hello", 5), 0);
+	EXPECT_ERR(rsendmsg(s2, &(struct msghdr){ 0 }, 0), EOPNOTSUPP);
+	EXPECT_ERR(riomap(s2, buf, 4096, PROT_WRITE, 0, -1), EOPNOTSUPP);
+	cr_expect_eq(rclose(s2), 0);
+	cr_expect_eq(rclose(s1), 0);
+	EXPECT_ERR(rsend(s1, "x", 1, 0), EBADF);
 }
