@@ -37,7 +37,10 @@ TestSuite(rsocket, .fini = teardown, .timeout = 60);
 
 /* ---- the server child ---- */
 
-enum { SRV_ECHO, SRV_HOLD, SRV_HOSTILE_OP, SRV_HOSTILE_OVERRUN, SRV_BAD_VERSION, SRV_SLEEP };
+enum { SRV_ECHO, SRV_HOLD, SRV_HOSTILE_OP, SRV_HOSTILE_OVERRUN, SRV_BAD_VERSION, SRV_SLEEP, SRV_MANY };
+
+#define NPAIRS 100
+#define PIECE 4096
 
 static int srv_listen(int port)
 {
@@ -79,6 +82,28 @@ static void server(int mode, struct lt_pipes *p)
 	lt_node(2);
 	l = srv_listen(PORT);
 	LT_CK(write(p->ready[1], "r", 1) == 1);
+	if (mode == SRV_MANY) {
+		/* NPAIRS connections open at once: accept them all, then
+		 * echo one piece on each, in reverse order */
+		static int ss[NPAIRS];
+		char buf[PIECE];
+
+		for (int i = 0; i < NPAIRS; i++) {
+			ss[i] = raccept(l, NULL, NULL);
+			LT_CK(ss[i] >= 0);
+		}
+		for (int i = NPAIRS - 1; i >= 0; i--) {
+			LT_CK(rrecv(ss[i], buf, PIECE, MSG_WAITALL) == PIECE);
+			LT_CK(rsend(ss[i], buf, PIECE, 0) == PIECE);
+		}
+		for (int i = 0; i < NPAIRS; i++) {
+			LT_CK(rrecv(ss[i], buf, 1, 0) == 0);
+			LT_CK(rclose(ss[i]) == 0);
+		}
+		rclose(l);
+		LT_CK(read(p->go[0], &c, 1) >= 0);
+		return;
+	}
 	s = raccept(l, NULL, NULL);
 	LT_CK(s >= 0);
 	if (mode == SRV_ECHO) {
@@ -303,6 +328,35 @@ Test(rsocket, echo_every_call_and_shutdown)
 	cr_expect_eq(rpoll(&pf, 1, 1000), 1);
 	cr_expect(pf.revents & POLLIN);
 	cr_expect_eq(rclose(s), 0);
+	cr_assert_eq(write(p.go[1], "g", 1), 1);
+	lt_reap(pid);
+}
+
+/* NPAIRS connected pairs at once in one process pair, each carrying its
+ * own data (a piece per socket, echoed back in another order) */
+Test(rsocket, hundred_pairs_at_once)
+{
+	struct lt_pipes p;
+	pid_t pid;
+	static int s[NPAIRS];
+	static char out[NPAIRS][PIECE], in[PIECE];
+
+	lt_fabric_start("ib", 2);
+	pid = lt_spawn(server, SRV_MANY, &p);
+	lt_node(1);
+	for (int i = 0; i < NPAIRS; i++)
+		s[i] = cli_connect(PORT);
+	for (int i = 0; i < NPAIRS; i++) {
+		for (int j = 0; j < PIECE; j++)
+			out[i][j] = (char)(i * 31 + j * 7 + (j >> 8));
+		cr_assert_eq(rsend(s[i], out[i], PIECE, 0), PIECE, "rsend %d: %s", i, strerror(errno));
+	}
+	for (int i = 0; i < NPAIRS; i++) {
+		recv_all(s[i], in, PIECE);
+		cr_expect(!memcmp(in, out[i], PIECE), "socket %d got another socket's data", i);
+	}
+	for (int i = 0; i < NPAIRS; i++)
+		cr_expect_eq(rclose(s[i]), 0);
 	cr_assert_eq(write(p.go[1], "g", 1), 1);
 	lt_reap(pid);
 }
