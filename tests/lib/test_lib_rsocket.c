@@ -37,7 +37,7 @@ TestSuite(rsocket, .fini = teardown, .timeout = 60);
 
 /* ---- the server child ---- */
 
-enum { SRV_ECHO, SRV_HOLD, SRV_HOSTILE_OP, SRV_HOSTILE_OVERRUN, SRV_BAD_VERSION, SRV_SLEEP, SRV_MANY };
+enum { SRV_ECHO, SRV_HOLD, SRV_HOSTILE_OP, SRV_HOSTILE_OVERRUN, SRV_BAD_VERSION, SRV_SLEEP, SRV_MANY, SRV_DIE_RECV, SRV_DIE_SEND };
 
 #define NPAIRS 100
 #define PIECE 4096
@@ -106,6 +106,19 @@ static void server(int mode, struct lt_pipes *p)
 	}
 	s = raccept(l, NULL, NULL);
 	LT_CK(s >= 0);
+	if (mode == SRV_DIE_RECV || mode == SRV_DIE_SEND) {
+		/* mid-transfer (1 MiB moved), the process dies as by kill -9 */
+		static char buf[65536];
+		size_t moved = 0;
+
+		while (moved < (1u << 20)) {
+			ssize_t n = mode == SRV_DIE_RECV ? rrecv(s, buf, sizeof(buf), 0)
+							 : rsend(s, buf, sizeof(buf), 0);
+			LT_CK(n > 0);
+			moved += (size_t)n;
+		}
+		raise(SIGKILL);
+	}
 	if (mode == SRV_ECHO) {
 		srv_echo(s);
 	} else if (mode == SRV_SLEEP) {
@@ -359,6 +372,65 @@ Test(rsocket, hundred_pairs_at_once)
 		cr_expect_eq(rclose(s[i]), 0);
 	cr_assert_eq(write(p.go[1], "g", 1), 1);
 	lt_reap(pid);
+}
+
+/* the peer process is killed (SIGKILL) in the middle of a transfer: the
+ * other side's blocking call fails (or, receiving, sees end of stream in
+ * daemon mode, where uscmd disconnects the dead process's connections);
+ * it does not hang. Receiving uses SO_KEEPALIVE (1 s): without it an
+ * in-process receiver of a dead peer waits, as documented. */
+static void peer_death(int mode)
+{
+	struct lt_pipes p;
+	pid_t pid;
+	static char buf[65536];
+	int s, v = 1;
+	struct sockaddr_in sin = lt_sin("127.10.0.2", PORT);
+	ssize_t n = 0;
+	size_t moved = 0;
+
+	lt_fabric_start("ib", 2);
+	pid = lt_spawn(server, mode, &p);
+	lt_node(1);
+	s = rsocket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(s, 0);
+	cr_expect_eq(rsetsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &v, sizeof(v)), 0);
+	cr_expect_eq(rsetsockopt(s, IPPROTO_TCP, TCP_KEEPIDLE, &v, sizeof(v)), 0);
+	cr_assert_eq(rconnect(s, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	uint64_t t0 = lt_now_ms();
+	/* far more than the peer moves before it dies */
+	while (moved < (64u << 20) && lt_now_ms() - t0 < 60000) {
+		n = mode == SRV_DIE_RECV ? rsend(s, buf, sizeof(buf), 0)
+					 : rrecv(s, buf, sizeof(buf), 0);
+		if (n <= 0)
+			break;
+		moved += (size_t)n;
+	}
+	int e = errno;
+	/* the peer took 1 MiB before it died / sent 1 MiB (some of it may
+	 * still have been in flight) */
+	cr_expect_geq(moved, mode == SRV_DIE_RECV ? (size_t)(1u << 20) : 1, "moved %zu", moved);
+	cr_expect_lt(moved, (size_t)(64u << 20), "the transfer went on after the peer died");
+	cr_expect_lt(lt_now_ms() - t0, 30000, "the error took %llu ms",
+		     (unsigned long long)(lt_now_ms() - t0));
+	if (mode == SRV_DIE_RECV)
+		cr_expect(n < 0 && (e == ECONNRESET || e == EPIPE), "rsend: %zd %s", n, strerror(e));
+	else
+		cr_expect(n == 0 || (n < 0 && e == ECONNRESET), "rrecv: %zd %s", n, strerror(e));
+	int status = 0;
+	waitpid(pid, &status, 0);
+	cr_expect(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the peer was not killed");
+	cr_expect_eq(rclose(s), 0);
+}
+
+Test(rsocket, peer_killed_while_receiving)
+{
+	peer_death(SRV_DIE_RECV);
+}
+
+Test(rsocket, peer_killed_while_sending)
+{
+	peer_death(SRV_DIE_SEND);
 }
 
 Test(rsocket, nonblocking_connect_eagain_poll_select)
