@@ -5,7 +5,8 @@
  * non-blocking connect / EAGAIN / rpoll / rselect, a refused connect, and
  * hostile peers (an rdma_cm program that speaks the rsockets connection
  * format, then breaks the protocol: the rsocket is torn down with
- * ECONNRESET, it does not crash or hang). The server is a forked child on
+ * ECONNRESET, it does not crash or hang); 100 connected pairs at once,
+ * the peer killed mid-transfer, SHUT_RD / SHUT_RDWR. The server is a forked child on
  * node 2; the test is node 1.
  */
 #include <fcntl.h>
@@ -431,6 +432,58 @@ Test(rsocket, peer_killed_while_receiving)
 Test(rsocket, peer_killed_while_sending)
 {
 	peer_death(SRV_DIE_SEND);
+}
+
+/* SHUT_RD, then SHUT_WR: reads end at once (nothing was queued), the
+ * write side still carries data to the peer; SHUT_WR then ends the
+ * peer's reading (it sees the data, then EOF) */
+Test(rsocket, shutdown_read_then_write)
+{
+	struct lt_pipes p;
+	pid_t pid;
+	char buf[16];
+	int s;
+
+	lt_fabric_start("ib", 2);
+	pid = lt_spawn(server, SRV_HOLD, &p);
+	lt_node(1);
+	s = cli_connect(PORT);
+	cr_expect_eq(rshutdown(s, SHUT_RD), 0);
+	uint64_t t0 = lt_now_ms();
+	cr_expect_eq(rrecv(s, buf, sizeof(buf), 0), 0);
+	cr_expect_lt(lt_now_ms() - t0, 1000);
+	struct pollfd pf = { s, POLLIN | POLLOUT, 0 };
+	cr_expect_eq(rpoll(&pf, 1, 1000), 1);
+	cr_expect_eq(pf.revents & (POLLIN | POLLOUT), POLLIN | POLLOUT, "revents %#x", pf.revents);
+	cr_expect_eq(rsend(s, "abc", 3, 0), 3);
+	cr_assert_eq(write(p.go[1], "g", 1), 1); /* the peer reads: 3 bytes, then EOF */
+	cr_expect_eq(rshutdown(s, SHUT_WR), 0);
+	EXPECT_ERR(rsend(s, "d", 1, 0), EPIPE);
+	cr_expect_eq(rclose(s), 0);
+	cr_assert_eq(write(p.go[1], "g", 1), 1);
+	lt_reap(pid);
+}
+
+/* SHUT_RDWR: both directions end at once; the peer sees EOF */
+Test(rsocket, shutdown_both)
+{
+	struct lt_pipes p;
+	pid_t pid;
+	char buf[16];
+	int s;
+
+	lt_fabric_start("ib", 2);
+	pid = lt_spawn(server, SRV_HOLD, &p);
+	lt_node(1);
+	s = cli_connect(PORT);
+	cr_expect_eq(rsend(s, "abc", 3, 0), 3);
+	cr_expect_eq(rshutdown(s, SHUT_RDWR), 0);
+	cr_assert_eq(write(p.go[1], "g", 1), 1);
+	EXPECT_ERR(rsend(s, "d", 1, 0), EPIPE);
+	cr_expect_eq(rrecv(s, buf, sizeof(buf), 0), 0);
+	cr_expect_eq(rclose(s), 0);
+	cr_assert_eq(write(p.go[1], "g", 1), 1);
+	lt_reap(pid);
 }
 
 Test(rsocket, nonblocking_connect_eagain_poll_select)
