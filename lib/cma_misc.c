@@ -226,8 +226,6 @@ CMA_EXPORT void rdma_free_devices(struct ibv_context **list)
 	free(list); /* the contexts stay open: ids use them */
 }
 
-/* ---- not in this phase: ENOSYS -------------------------------------------------------- */
-
 /* ---- rdma_resolve_addrinfo / rdma_query_addrinfo (RDMACM_1.4) ---------------------- */
 
 /* A deep copy of one rdma_addrinfo list. */

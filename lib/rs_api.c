@@ -36,16 +36,6 @@ struct rs_conf rs_conf = {
 	.wake_up_interval = 5000,
 };
 
-int rs_value_to_scale(int value, int bits)
-{
-	return value <= (1 << (bits - 1)) ? value : (1 << (bits - 1)) | (value >> bits);
-}
-
-int rs_scale_to_value(int value, int bits)
-{
-	return value <= (1 << (bits - 1)) ? value : (value & ~(1 << (bits - 1))) << bits;
-}
-
 static int conf_read(const char *name, unsigned long *out)
 {
 	char path[256], line[64];

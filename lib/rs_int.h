@@ -21,54 +21,7 @@
 
 #define RS_EXPORT __attribute__((visibility("default")))
 
-/* ---- wire format (docs/rsockets.md) ---- */
-#define RS_WIRE_VERSION 1
-#define RS_CONN_FLAG_NET 0x01   /* the sender's SGEs are big-endian */
-#define RS_CONN_FLAG_IOMAP 0x02 /* an iomap table follows the target SGL */
-#define RS_SGL_SIZE 2           /* entries in the target SGL */
-
-/* immediate data: 3-bit opcode over 29 bits of argument */
-#define RS_OP_DATA 0
-#define RS_OP_WRITE 2 /* never on the wire */
-#define RS_OP_SGL 4
-#define RS_OP_IOMAP_SGL 6
-#define RS_OP_CTRL 7
-#define RS_IMM(op, arg) (((uint32_t)(op) << 29) | ((uint32_t)(arg) & 0x1fffffffu))
-#define RS_IMM_OP(imm) ((uint32_t)(imm) >> 29)
-#define RS_IMM_ARG(imm) ((uint32_t)(imm) & 0x1fffffffu)
-
-#define RS_CTRL_DISCONNECT 0
-#define RS_CTRL_KEEPALIVE 1
-#define RS_CTRL_SHUTDOWN 2
-
-/* an SGE as the peer sees it (16 bytes; byte order: the writer's, see
- * RS_CONN_FLAG_NET; in the connection data: big-endian) */
-struct rs_wsge {
-	uint64_t addr;
-	uint32_t key;
-	uint32_t length;
-};
-
-/* one iomap table entry (24 bytes) */
-struct rs_wiomap {
-	uint64_t offset;
-	struct rs_wsge sge;
-};
-
-/* connection private data (REQ and REP), 40 bytes */
-struct rs_wconn {
-	uint8_t version;
-	uint8_t flags;
-	uint16_t credits; /* big-endian: the sender's receive queue size */
-	uint8_t reserved[3];
-	uint8_t iomap_scale; /* target iomap entries, 8-bit scaled */
-	struct rs_wsge target_sgl;
-	struct rs_wsge data_buf;
-};
-
-_Static_assert(sizeof(struct rs_wsge) == 16, "rs_wsge");
-_Static_assert(sizeof(struct rs_wiomap) == 24, "rs_wiomap");
-_Static_assert(sizeof(struct rs_wconn) == 40, "rs_wconn");
+#include "rs_wire.h"
 
 /* ---- limits and defaults (librdmacm's) ---- */
 #define RS_SNDLOWAT 2048

@@ -237,30 +237,18 @@ static void rs_fmt_conn(struct rs *rs, struct rs_wconn *c)
 /* The peer's connection data; -1 if it is not an rsocket's. */
 static int rs_save_conn(struct rs *rs, const void *pd, unsigned len)
 {
-	struct rs_wconn c;
+	struct rs_conn_info ci;
 
-	if (!pd || len < sizeof(c))
+	if (rs_wire_conn_parse(pd, len, host_is_net(), &ci) < 0)
 		return -1;
-	memcpy(&c, pd, sizeof(c));
-	if (c.version != RS_WIRE_VERSION)
-		return -1;
-	rs->rsgl.addr = be64toh(c.target_sgl.addr);
-	rs->rsgl.length = be32toh(c.target_sgl.length);
-	rs->rsgl.key = be32toh(c.target_sgl.key);
-	if (!rs->rsgl.length || rs->rsgl.length > 64)
-		return -1;
+	rs->rsgl = ci.target_sgl;
 	rs->rsge = 1 % rs->rsgl.length;
-	rs->swap = !!(c.flags & RS_CONN_FLAG_NET) != host_is_net();
-	if (c.flags & RS_CONN_FLAG_IOMAP) {
-		rs->riomap.addr = rs->rsgl.addr + sizeof(struct rs_wsge) * rs->rsgl.length;
-		rs->riomap.length = (uint32_t)rs_scale_to_value(c.iomap_scale, 8);
-		rs->riomap.key = rs->rsgl.key;
-	}
-	rs->tsgl[0].addr = be64toh(c.data_buf.addr);
-	rs->tsgl[0].length = be32toh(c.data_buf.length);
-	rs->tsgl[0].key = be32toh(c.data_buf.key);
+	rs->swap = ci.swap;
+	if (ci.iomap.length || ci.iomap.addr)
+		rs->riomap = ci.iomap;
+	rs->tsgl[0] = ci.data_buf;
 	rs->tsge = 0;
-	rs->sseq_comp = be16toh(c.credits);
+	rs->sseq_comp = ci.credits;
 	return 0;
 }
 
@@ -517,11 +505,7 @@ static void rs_send_credits(struct rs *rs)
 		s.addr = (uintptr_t)(rs->rbuf + rs->rbuf_free);
 		s.key = rs->rmr->rkey;
 		s.length = half;
-		if (rs->swap) {
-			s.addr = bswap_64(s.addr);
-			s.key = bswap_32(s.key);
-			s.length = bswap_32(s.length);
-		}
+		rs_wire_sge_order(&s, rs->swap);
 		if (rs->sq_inline >= sizeof(s)) {
 			sg.addr = (uintptr_t)&s;
 			sg.lkey = 0;
@@ -564,6 +548,7 @@ static void rs_update_credits(struct rs *rs)
 
 static void rs_handle_recv(struct rs *rs, const struct ibv_wc *wc)
 {
+	struct rs_msg_info mi;
 	uint32_t msg, arg;
 	int next;
 
@@ -572,8 +557,12 @@ static void rs_handle_recv(struct rs *rs, const struct ibv_wc *wc)
 		return;
 	}
 	msg = be32toh(wc->imm_data);
-	arg = RS_IMM_ARG(msg);
-	switch (RS_IMM_OP(msg)) {
+	if (rs_wire_imm_decode(msg, &mi) < 0) {
+		rs_teardown(rs, ECONNRESET); /* reserved opcode or control value */
+		return;
+	}
+	arg = mi.arg;
+	switch (mi.op) {
 	case RS_OP_DATA:
 		next = rs->rtail + 1 == rs->rq_size + 1 ? 0 : rs->rtail + 1;
 		if (next == rs->rhead || arg > rs->rbuf_size - rs->rbuf_pending) {
@@ -1151,12 +1140,7 @@ int rs_send_iomaps(struct rs *rs, int nonblock)
 		e.sge.addr = (uintptr_t)m->mr->addr;
 		e.sge.length = (uint32_t)m->mr->length;
 		e.sge.key = m->mr->rkey;
-		if (rs->swap) {
-			e.offset = bswap_64(e.offset);
-			e.sge.addr = bswap_64(e.sge.addr);
-			e.sge.length = bswap_32(e.sge.length);
-			e.sge.key = bswap_32(e.sge.key);
-		}
+		rs_wire_iomap_order(&e, rs->swap);
 		if (rs->sq_inline >= sz) {
 			sg.addr = (uintptr_t)&e;
 			sg.lkey = 0;

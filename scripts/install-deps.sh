@@ -18,6 +18,7 @@ PKGS=(
   python3-pyverbs               # pyverbs CMID client/server (tests/lib/test_lib_apps_pyverbs.c)
   ucx-utils libucx-dev          # ucx_info / ucx_perftest / a UCP client-server (tests/lib/test_lib_apps_ucx.c)
   perftest qperf                # unmodified verbs benchmarks over rdma_cm on sim/ (test_lib_apps_perftest)
+  iperf3 socat                  # TCP programs over rsockets via librspreload (tests/lib/test_lib_apps_rspreload.c)
   opensm                        # Debian's subnet manager as the sim's SM/SA: uscm-sim --sm opensm (tests/lib/test_lib_opensm.c)
                                 # perftest, libfabric, UCX and pyverbs also check that programs linking
                                 # libmlx5/libefa load over sim/'s libibverbs (test_sim_verbs_private)

@@ -5,7 +5,8 @@
  * non-blocking connect / EAGAIN / rpoll / rselect, a refused connect, and
  * hostile peers (an rdma_cm program that speaks the rsockets connection
  * format, then breaks the protocol: the rsocket is torn down with
- * ECONNRESET, it does not crash or hang). The server is a forked child on
+ * ECONNRESET, it does not crash or hang); 100 connected pairs at once,
+ * the peer killed mid-transfer, SHUT_RD / SHUT_RDWR. The server is a forked child on
  * node 2; the test is node 1.
  */
 #include <fcntl.h>
@@ -37,7 +38,10 @@ TestSuite(rsocket, .fini = teardown, .timeout = 60);
 
 /* ---- the server child ---- */
 
-enum { SRV_ECHO, SRV_HOLD, SRV_HOSTILE_OP, SRV_HOSTILE_OVERRUN, SRV_BAD_VERSION, SRV_SLEEP };
+enum { SRV_ECHO, SRV_HOLD, SRV_HOSTILE_OP, SRV_HOSTILE_OVERRUN, SRV_BAD_VERSION, SRV_SLEEP, SRV_MANY, SRV_DIE_RECV, SRV_DIE_SEND };
+
+#define NPAIRS 100
+#define PIECE 4096
 
 static int srv_listen(int port)
 {
@@ -79,8 +83,43 @@ static void server(int mode, struct lt_pipes *p)
 	lt_node(2);
 	l = srv_listen(PORT);
 	LT_CK(write(p->ready[1], "r", 1) == 1);
+	if (mode == SRV_MANY) {
+		/* NPAIRS connections open at once: accept them all, then
+		 * echo one piece on each, in reverse order */
+		static int ss[NPAIRS];
+		char buf[PIECE];
+
+		for (int i = 0; i < NPAIRS; i++) {
+			ss[i] = raccept(l, NULL, NULL);
+			LT_CK(ss[i] >= 0);
+		}
+		for (int i = NPAIRS - 1; i >= 0; i--) {
+			LT_CK(rrecv(ss[i], buf, PIECE, MSG_WAITALL) == PIECE);
+			LT_CK(rsend(ss[i], buf, PIECE, 0) == PIECE);
+		}
+		for (int i = 0; i < NPAIRS; i++) {
+			LT_CK(rrecv(ss[i], buf, 1, 0) == 0);
+			LT_CK(rclose(ss[i]) == 0);
+		}
+		rclose(l);
+		LT_CK(read(p->go[0], &c, 1) >= 0);
+		return;
+	}
 	s = raccept(l, NULL, NULL);
 	LT_CK(s >= 0);
+	if (mode == SRV_DIE_RECV || mode == SRV_DIE_SEND) {
+		/* mid-transfer (1 MiB moved), the process dies as by kill -9 */
+		static char buf[65536];
+		size_t moved = 0;
+
+		while (moved < (1u << 20)) {
+			ssize_t n = mode == SRV_DIE_RECV ? rrecv(s, buf, sizeof(buf), 0)
+							 : rsend(s, buf, sizeof(buf), 0);
+			LT_CK(n > 0);
+			moved += (size_t)n;
+		}
+		raise(SIGKILL);
+	}
 	if (mode == SRV_ECHO) {
 		srv_echo(s);
 	} else if (mode == SRV_SLEEP) {
@@ -302,6 +341,146 @@ Test(rsocket, echo_every_call_and_shutdown)
 	pf.events = POLLIN;
 	cr_expect_eq(rpoll(&pf, 1, 1000), 1);
 	cr_expect(pf.revents & POLLIN);
+	cr_expect_eq(rclose(s), 0);
+	cr_assert_eq(write(p.go[1], "g", 1), 1);
+	lt_reap(pid);
+}
+
+/* NPAIRS connected pairs at once in one process pair, each carrying its
+ * own data (a piece per socket, echoed back in another order) */
+Test(rsocket, hundred_pairs_at_once)
+{
+	struct lt_pipes p;
+	pid_t pid;
+	static int s[NPAIRS];
+	static char out[NPAIRS][PIECE], in[PIECE];
+
+	lt_fabric_start("ib", 2);
+	pid = lt_spawn(server, SRV_MANY, &p);
+	lt_node(1);
+	for (int i = 0; i < NPAIRS; i++)
+		s[i] = cli_connect(PORT);
+	for (int i = 0; i < NPAIRS; i++) {
+		for (int j = 0; j < PIECE; j++)
+			out[i][j] = (char)(i * 31 + j * 7 + (j >> 8));
+		cr_assert_eq(rsend(s[i], out[i], PIECE, 0), PIECE, "rsend %d: %s", i, strerror(errno));
+	}
+	for (int i = 0; i < NPAIRS; i++) {
+		recv_all(s[i], in, PIECE);
+		cr_expect(!memcmp(in, out[i], PIECE), "socket %d got another socket's data", i);
+	}
+	for (int i = 0; i < NPAIRS; i++)
+		cr_expect_eq(rclose(s[i]), 0);
+	cr_assert_eq(write(p.go[1], "g", 1), 1);
+	lt_reap(pid);
+}
+
+/* the peer process is killed (SIGKILL) in the middle of a transfer: the
+ * other side's blocking call fails (or, receiving, sees end of stream in
+ * daemon mode, where uscmd disconnects the dead process's connections);
+ * it does not hang. Receiving uses SO_KEEPALIVE (1 s): without it an
+ * in-process receiver of a dead peer waits, as documented. */
+static void peer_death(int mode)
+{
+	struct lt_pipes p;
+	pid_t pid;
+	static char buf[65536];
+	int s, v = 1;
+	struct sockaddr_in sin = lt_sin("127.10.0.2", PORT);
+	ssize_t n = 0;
+	size_t moved = 0;
+
+	lt_fabric_start("ib", 2);
+	pid = lt_spawn(server, mode, &p);
+	lt_node(1);
+	s = rsocket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(s, 0);
+	cr_expect_eq(rsetsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &v, sizeof(v)), 0);
+	cr_expect_eq(rsetsockopt(s, IPPROTO_TCP, TCP_KEEPIDLE, &v, sizeof(v)), 0);
+	cr_assert_eq(rconnect(s, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	uint64_t t0 = lt_now_ms();
+	/* far more than the peer moves before it dies */
+	while (moved < (64u << 20) && lt_now_ms() - t0 < 60000) {
+		n = mode == SRV_DIE_RECV ? rsend(s, buf, sizeof(buf), 0)
+					 : rrecv(s, buf, sizeof(buf), 0);
+		if (n <= 0)
+			break;
+		moved += (size_t)n;
+	}
+	int e = errno;
+	/* the peer took 1 MiB before it died / sent 1 MiB (some of it may
+	 * still have been in flight) */
+	cr_expect_geq(moved, mode == SRV_DIE_RECV ? (size_t)(1u << 20) : 1, "moved %zu", moved);
+	cr_expect_lt(moved, (size_t)(64u << 20), "the transfer went on after the peer died");
+	cr_expect_lt(lt_now_ms() - t0, 30000, "the error took %llu ms",
+		     (unsigned long long)(lt_now_ms() - t0));
+	if (mode == SRV_DIE_RECV)
+		cr_expect(n < 0 && (e == ECONNRESET || e == EPIPE), "rsend: %zd %s", n, strerror(e));
+	else
+		cr_expect(n == 0 || (n < 0 && e == ECONNRESET), "rrecv: %zd %s", n, strerror(e));
+	int status = 0;
+	waitpid(pid, &status, 0);
+	cr_expect(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the peer was not killed");
+	cr_expect_eq(rclose(s), 0);
+}
+
+Test(rsocket, peer_killed_while_receiving)
+{
+	peer_death(SRV_DIE_RECV);
+}
+
+Test(rsocket, peer_killed_while_sending)
+{
+	peer_death(SRV_DIE_SEND);
+}
+
+/* SHUT_RD, then SHUT_WR: reads end at once (nothing was queued), the
+ * write side still carries data to the peer; SHUT_WR then ends the
+ * peer's reading (it sees the data, then EOF) */
+Test(rsocket, shutdown_read_then_write)
+{
+	struct lt_pipes p;
+	pid_t pid;
+	char buf[16];
+	int s;
+
+	lt_fabric_start("ib", 2);
+	pid = lt_spawn(server, SRV_HOLD, &p);
+	lt_node(1);
+	s = cli_connect(PORT);
+	cr_expect_eq(rshutdown(s, SHUT_RD), 0);
+	uint64_t t0 = lt_now_ms();
+	cr_expect_eq(rrecv(s, buf, sizeof(buf), 0), 0);
+	cr_expect_lt(lt_now_ms() - t0, 1000);
+	struct pollfd pf = { s, POLLIN | POLLOUT, 0 };
+	cr_expect_eq(rpoll(&pf, 1, 1000), 1);
+	cr_expect_eq(pf.revents & (POLLIN | POLLOUT), POLLIN | POLLOUT, "revents %#x", pf.revents);
+	cr_expect_eq(rsend(s, "abc", 3, 0), 3);
+	cr_assert_eq(write(p.go[1], "g", 1), 1); /* the peer reads: 3 bytes, then EOF */
+	cr_expect_eq(rshutdown(s, SHUT_WR), 0);
+	EXPECT_ERR(rsend(s, "d", 1, 0), EPIPE);
+	cr_expect_eq(rclose(s), 0);
+	cr_assert_eq(write(p.go[1], "g", 1), 1);
+	lt_reap(pid);
+}
+
+/* SHUT_RDWR: both directions end at once; the peer sees EOF */
+Test(rsocket, shutdown_both)
+{
+	struct lt_pipes p;
+	pid_t pid;
+	char buf[16];
+	int s;
+
+	lt_fabric_start("ib", 2);
+	pid = lt_spawn(server, SRV_HOLD, &p);
+	lt_node(1);
+	s = cli_connect(PORT);
+	cr_expect_eq(rsend(s, "abc", 3, 0), 3);
+	cr_expect_eq(rshutdown(s, SHUT_RDWR), 0);
+	cr_assert_eq(write(p.go[1], "g", 1), 1);
+	EXPECT_ERR(rsend(s, "d", 1, 0), EPIPE);
+	cr_expect_eq(rrecv(s, buf, sizeof(buf), 0), 0);
 	cr_expect_eq(rclose(s), 0);
 	cr_assert_eq(write(p.go[1], "g", 1), 1);
 	lt_reap(pid);
