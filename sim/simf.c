@@ -22,6 +22,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1604,7 +1605,12 @@ int simf_socket(struct simf *f, int n, uint16_t port, uint16_t *bound)
 	if (n < 0 || n >= SIMF_MAX_NODES || (unsigned)n > f->st->nnodes + f->st->nswitches)
 		return errno = EINVAL, -1;
 	fabric_netns_enter(f, &back);
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	/* The system call itself, not socket(3): the fabric is the "hardware"
+	 * under the application, and an application's LD_PRELOAD socket
+	 * interposer (Debian's librspreload) would turn this socket into an
+	 * rsocket over the very fabric it carries. Every later call on the fd
+	 * reaches the kernel: interposers pass through fds they did not make. */
+	fd = (int)syscall(SYS_socket, AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	e = errno;
 	fabric_netns_leave(back);
 	errno = e;
