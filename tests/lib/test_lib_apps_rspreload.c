@@ -53,7 +53,7 @@ static void iperf(const char *link)
 	snprintf(opts, sizeof(opts), "--pcap /tmp/uscm-rsp-%d.pcap", (int)getpid());
 	lt_fabric_start_opts(link, 2, opts);
 	cr_assert_eq(lt_sh(NULL,
-			   "(USCM_SIM_NODE=node1 %s " PRE "timeout 60 iperf3 -1 -s -B 127.10.0.1 -p 5301"
+			   "(USCM_SIM_NODE=node1 %s " PRE "timeout -k 5 60 iperf3 -1 -s -B 127.10.0.1 -p 5301"
 			   " >%s/server.out 2>&1; echo $? >%s/server.rc) >/dev/null 2>&1 &",
 			   lt_util_env(), preload, lt_dir, lt_dir),
 		     0);
@@ -64,7 +64,7 @@ static void iperf(const char *link)
 		free(out);
 		st = lt_sh(&out,
 			   "USCM_SIM_NODE=node2 %s " PRE
-			   "timeout 60 iperf3 -c 127.10.0.1 -p 5301 -P 2 -n 4M 2>&1",
+			   "timeout -k 5 60 iperf3 -c 127.10.0.1 -p 5301 -P 2 -n 4M 2>&1",
 			   lt_util_env(), preload);
 		if (st == 0 || (!strstr(out, "refused") && !strstr(out, "Bad address")))
 			break;
