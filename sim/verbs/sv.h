@@ -230,6 +230,7 @@ struct sv_qp {
 	struct sv_ctx *ctx;
 	struct sv_qp *next;
 	struct sv_qp **pprev; /* what points at it in ctx->qps: O(1) destroy */
+	uint32_t events_reported; /* async events handed out (ctx->lock) */
 	int fd;
 	struct ibv_qp_cap cap;
 	int sq_sig_all;
@@ -303,6 +304,7 @@ struct sv_mr *sv_mr_by_key(struct sv_ctx *c, uint32_t key);
 /* Adds a completion to cq (lock held); raises events, overflow. */
 void sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc, int solicited);
 void sv_async_push(struct sv_ctx *c, const struct ibv_async_event *ev);
+uint32_t sv_async_forget_qp(struct sv_ctx *c, struct sv_qp *q); /* ctx->lock held */
 int sv_srq_pop(struct sv_srq *s, struct sv_rwqe *out);
 struct sv_srq *sv_xsrq_by_num(struct sv_ctx *c, uint32_t srqn);
 struct ibv_xrcd *sv_open_xrcd(struct ibv_context *context, struct ibv_xrcd_init_attr *a);

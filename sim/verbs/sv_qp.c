@@ -650,6 +650,7 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 {
 	struct sv_qp *q = (struct sv_qp *)qp;
 	struct sv_ctx *c = q->ctx;
+	uint32_t reported;
 	int i;
 
 	pthread_mutex_lock(&c->lock);
@@ -678,7 +679,14 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 		q->xrcd->refs--;
 	if (qp->srq)
 		((struct sv_srq *)qp->srq)->refs--;
+	reported = sv_async_forget_qp(c, q);
 	pthread_mutex_unlock(&c->lock);
+	/* As libibverbs: the events already handed out must be acknowledged
+	 * (ibv_ack_async_event) before the QP's memory goes. */
+	pthread_mutex_lock(&qp->mutex);
+	while (qp->events_completed != reported)
+		pthread_cond_wait(&qp->cond, &qp->mutex);
+	pthread_mutex_unlock(&qp->mutex);
 	free(q->sq);
 	free(q->rq);
 	free(q);

@@ -631,6 +631,41 @@ void sv_async_push(struct sv_ctx *c, const struct ibv_async_event *ev)
 	}
 }
 
+static int is_qp_event(enum ibv_event_type t)
+{
+	switch (t) {
+	case IBV_EVENT_QP_FATAL: case IBV_EVENT_QP_REQ_ERR: case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_COMM_EST: case IBV_EVENT_SQ_DRAINED: case IBV_EVENT_PATH_MIG:
+	case IBV_EVENT_PATH_MIG_ERR: case IBV_EVENT_QP_LAST_WQE_REACHED:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* ctx->lock held. A QP being destroyed loses its events nobody has read
+ * yet, as the kernel's uverbs drops them (ib_uverbs_release_uevent): one
+ * read later would name freed memory — or, once the allocator hands that
+ * memory to a new QP, the new QP (seen by UCX as a LAST_WQE_REACHED of a
+ * QP that had not reached it). The count of those already handed out is
+ * what ibv_destroy_qp waits to see acknowledged. */
+uint32_t sv_async_forget_qp(struct sv_ctx *c, struct sv_qp *q)
+{
+	struct sv_async **pp = &c->aq_head, *a;
+
+	c->aq_tail = NULL;
+	while ((a = *pp)) {
+		if (is_qp_event(a->ev.event_type) && a->ev.element.qp == &q->qp) {
+			*pp = a->next;
+			free(a);
+			continue;
+		}
+		c->aq_tail = a;
+		pp = &a->next;
+	}
+	return q->events_reported;
+}
+
 SV_EXPORT int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *event)
 {
 	struct sv_ctx *c = sv_ctx(context);
@@ -651,6 +686,8 @@ SV_EXPORT int ibv_get_async_event(struct ibv_context *context, struct ibv_async_
 			c->aq_head = a->next;
 			if (!c->aq_head)
 				c->aq_tail = NULL;
+			if (is_qp_event(a->ev.event_type))
+				((struct sv_qp *)a->ev.element.qp)->events_reported++;
 		}
 		pthread_mutex_unlock(&c->lock);
 	}

@@ -138,16 +138,17 @@ Test(ucx, roce_gid_table_matches_sysfs)
 /* ucx_perftest server on node 1 (TCP port 13337 for its setup), client
  * on node 2.
  *
- * Known, not understood yet: rarely (about 1 run in 30 under parallel
- * load; once in a CI pass) the client aborts AFTER its "Final:" line, in
- * its QP teardown: UCX's assertion `wait_ctx->cb_id == (-1)' in
- * uct_ib_device_async_event_schedule_callback — its LAST_WQE_REACHED wait
- * for a QP was scheduled twice, i.e. the event looked fired twice for one
- * QP number. The sim emits LAST_WQE_REACHED once per move of an SRQ-
- * attached QP to ERR (sim/verbs/sv_qp.c), under the context lock; where a
- * second one comes from is open (the closing note of the session that
- * found it says so). That one failure, and only it, is retried once with
- * a warning; any other failure, or the same one twice, fails the test. */
+ * Rarely (about 1 run in 30 under parallel load; once in a CI pass) the
+ * client aborted AFTER its "Final:" line, in its QP teardown: UCX's
+ * assertion `wait_ctx->cb_id == (-1)' — its LAST_WQE_REACHED wait for a
+ * QP scheduled twice. Cause found: the sim's ibv_destroy_qp left the QP's
+ * unread async events queued, so a later read named freed memory, which
+ * malloc had given to a new QP: UCX took it for the new QP's event. The
+ * sim now drops them and waits for the acknowledgement of those handed
+ * out, as libibverbs and uverbs do (sim/verbs/sv_qp.c ibv_destroy_qp).
+ * Until that has run in CI for a while, that one failure, and only it, is
+ * retried once with a warning; any other failure, or the same one twice,
+ * fails the test. */
 static int perftest_once(const char *args, int last)
 {
 	char cmd[512], *out = NULL, *sout;
