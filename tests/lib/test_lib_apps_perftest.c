@@ -241,15 +241,36 @@ static void qperf_all(const char *link, const char *tests)
 	snprintf(cmd, sizeof(cmd), "qperf -lp %d", p);
 	start_server(cmd);
 	cr_assert(lt_wait_until(tcp_listening(p), 20000), "qperf does not listen on TCP port %d", p);
-	/* -t 1: one second a test, not the default two (qperf 0.4.11 hangs with -n) */
-	st = lt_sh(&out, "USCM_SIM_NODE=node2 %s timeout 60 qperf -lp %d -cm1 -t 1 127.10.0.1 %s 2>&1",
-		   lt_util_env(), p, tests);
-	lt_sh(&sout, "cat %s/server.out", lt_dir);
-	cr_expect_eq(st, 0, "qperf %s exited %d:\n%s\nserver:\n%s", tests, st, out, sout);
+	/* One client run per test, -t 1: one second a test, not the default
+	 * two (qperf 0.4.11 hangs with -n). qperf's client connects each
+	 * test's rdma_cm connection as soon as its TCP request is sent, and
+	 * its server listens only after reading it: a REQ that comes first is
+	 * rejected (no listener for the service ID), as with the kernel's CM,
+	 * and qperf does not try again ("unexpected event from RDMA CM: Event
+	 * rejected"; seen in CI's sanitized daemon-mode pass). That race, and
+	 * only it, is run again, at most 3 more times. */
 	snprintf(list, sizeof(list), "%s", tests);
 	for (char *t = strtok_r(list, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
-		double v = qperf_figure(out, t);
+		double v;
 
+		for (int tries = 0; tries < 4; tries++) {
+			free(out);
+			out = NULL;
+			st = lt_sh(&out,
+				   "USCM_SIM_NODE=node2 %s timeout 60 qperf -lp %d -cm1 -t 1 127.10.0.1"
+				   " %s 2>&1",
+				   lt_util_env(), p, t);
+			if (st == 0 || !strstr(out, "Event rejected"))
+				break;
+			cr_log_warn("qperf %s %s: its REQ came before its server listened; again\n",
+				    link, t);
+			usleep(200 * 1000);
+		}
+		free(sout);
+		sout = NULL;
+		lt_sh(&sout, "cat %s/server.out", lt_dir);
+		cr_expect_eq(st, 0, "qperf %s exited %d:\n%s\nserver:\n%s", t, st, out, sout);
+		v = qperf_figure(out, t);
 		cr_expect_gt(v, 0, "qperf %s: no figure in:\n%s\nserver:\n%s", t, out, sout);
 		cr_log_info("qperf %s %s: %g\n", link, t, v);
 	}
