@@ -96,7 +96,10 @@ echo "== uscm-decode --ladder: the same capture as a sequence diagram per connec
 "$B/bin/uscm-decode" --ladder --ladder-svg "$dir/demo.svg" "$pcap"
 echo
 echo "== uscm-decode -v: the (first, rping's) REQ, every field"
-"$B/bin/uscm-decode" -v "$pcap" | sed -n '/ CM Send REQ/,/ CM Send REP/p;/ CM Send REP/q' | sed '$d'
+# (awk reads to the end: a reader that quits early would SIGPIPE uscm-decode
+# and pipefail would end the demo)
+"$B/bin/uscm-decode" -v "$pcap" |
+	awk 'done { next } f && / CM Send REP/ { done = 1; next } / CM Send REQ/ { f = 1 } f'
 if command -v tshark >/dev/null; then
 	echo
 	echo "== tshark, the independent decoder, on the same capture (MADs only)"
