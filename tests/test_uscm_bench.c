@@ -47,6 +47,17 @@ static const char *row(const char *csv, const char *prefix, const char *step, do
 	return NULL;
 }
 
+/* The figure of a "PREFIX...,KEY,V,..." row (total_us's column), -1 if none. */
+static double figure(const char *csv, const char *prefix, const char *key)
+{
+	double p50, v = -1;
+	const char *r = row(csv, prefix, key, &p50);
+
+	if (r)
+		sscanf(strstr(r, key) + strlen(key) + 1, "%lf", &v);
+	return v;
+}
+
 Test(uscm_bench, small_run_table_and_csv, .fini = fini, .timeout = 300)
 {
 	char path[512], *out = NULL, *csv = NULL;
@@ -74,6 +85,8 @@ Test(uscm_bench, small_run_table_and_csv, .fini = fini, .timeout = 300)
 	cr_expect(strstr(out, "sim MAD round trip        p50"), "no MAD/floor ratio:\n%s", out);
 	cr_expect(strstr(out, "library overhead          p50"), "no overhead line:\n%s", out);
 	cr_expect(strstr(out, "uscm context switches per connection"), "no switch counts:\n%s", out);
+	cr_expect(strstr(out, "CPU time, both processes"), "no CPU block:\n%s", out);
+	cr_expect(strstr(out, "library CPU overhead"), "no CPU overhead line:\n%s", out);
 
 	cr_assert_eq(sh(&csv, "cat %s", f), 0);
 	static const char hdr[] =
@@ -97,6 +110,22 @@ Test(uscm_bench, small_run_table_and_csv, .fini = fini, .timeout = 300)
 	cr_expect(row(csv, "mad,serial,20,", "mad_rtt", &p50) && p50 > 0, "MAD round trip row:\n%s", csv);
 	p50 = -1;
 	cr_expect(row(csv, "udp,serial,20,", "udp_rtt", &p50) && p50 > 0, "UDP floor row:\n%s", csv);
+	/* CPU time (issue 15): both ends of the floor and of the MAD round
+	 * trip, both sides of a serial connection. A connection sends three
+	 * MADs through the same fabric as the round trip's two, so it cannot
+	 * cost less CPU than one MAD round trip. */
+	{
+		double udp_cpu = figure(csv, "udp,serial,20,", "cpu_rtt_us"),
+		       mad_cpu = figure(csv, "mad,serial,20,", "cpu_rtt_us"),
+		       cl = figure(csv, "uscm,serial,5,", "cpu_client_us"),
+		       sv = figure(csv, "uscm,serial,5,", "cpu_server_us");
+
+		cr_expect(udp_cpu > 0 && mad_cpu > 0, "CPU per round trip: UDP %g, MAD %g:\n%s", udp_cpu,
+			  mad_cpu, csv);
+		cr_expect(cl > 0 && sv > 0, "CPU per connection: client %g, server %g:\n%s", cl, sv, csv);
+		cr_expect(cl + sv > mad_cpu, "a connection (%g us) cheaper than a MAD round trip (%g us)",
+			  cl + sv, mad_cpu);
+	}
 	/* Context switches per connection are reported for both sides of both
 	 * serial runs. A serial uscm connection cannot be made without
 	 * someone blocking: the REP has to come from the other process, and

@@ -340,7 +340,7 @@ static int run_pair(struct bench_run *r, int tcp, size_t n, size_t window, int n
  * first line is read (UDP: "port P", passed to the ping as --port), then
  * the ping's one step comes back in *out. */
 static int run_echo_ping(const char *enode, char *const ea[], const char *pnode, char **pa, char *port,
-			 size_t portcap, struct bench_stat *out)
+			 size_t portcap, struct bench_stat *out, double *cpu)
 {
 	struct child e, p;
 	struct bench_run r = { 0 };
@@ -358,33 +358,35 @@ static int run_echo_ping(const char *enode, char *const ea[], const char *pnode,
 		return -1;
 	read_figures(p.out, &r);
 	int rc = finish(&p, 60);
+	read_figures(e.out, &r); /* the echo's CPU, printed as it ends */
 	finish(&e, 10);
 	if (rc || !r.nsteps)
 		return -1;
 	*out = r.steps[0];
+	*cpu = r.cpu_ping_us > 0 && r.cpu_echo_us > 0 ? r.cpu_ping_us + r.cpu_echo_us : 0;
 	return 0;
 }
 
 /* The fabric's raw MAD round trip, node1 -> node2's umad agent. */
-static int run_mad(size_t m, struct bench_stat *out)
+static int run_mad(size_t m, struct bench_stat *out, double *cpu)
 {
 	char sm[32], *ea[] = { "--role", "mad-echo", "-n", sm, NULL };
 	char dl[16], *pa[] = { "--role", "mad-ping", "-n", sm, "--port", dl, NULL };
 
 	snprintf(sm, sizeof(sm), "%zu", m);
 	snprintf(dl, sizeof(dl), "%d", 3); /* node2's LID (node i: LID i + 1) */
-	return run_echo_ping("node2", ea, "node1", pa, dl, sizeof(dl), out);
+	return run_echo_ping("node2", ea, "node1", pa, dl, sizeof(dl), out, cpu);
 }
 
 /* The floor: a UDP ping-pong of a MAD's size between two processes. */
-static int run_udp(size_t m, struct bench_stat *out)
+static int run_udp(size_t m, struct bench_stat *out, double *cpu)
 {
 	char sm[32], sp[16];
 	char *ea[] = { "--role", "udp-echo", "-n", sm, NULL };
 	char *pa[] = { "--role", "udp-ping", "-n", sm, "--port", sp, NULL };
 
 	snprintf(sm, sizeof(sm), "%zu", m);
-	return run_echo_ping(NULL, ea, NULL, pa, sp, sizeof(sp), out);
+	return run_echo_ping(NULL, ea, NULL, pa, sp, sizeof(sp), out, cpu);
 }
 
 /* The protocol engine's ceiling, from uscm-bench-engine (same build). */
@@ -404,11 +406,53 @@ static int run_engine(size_t k, double *ns, double *bytes)
 	return sscanf(p, " %*d %lf %*f %lf", ns, bytes) == 2 ? 0 : -1;
 }
 
+/* The same figures in CPU time (every thread of both processes, and of
+ * their uscmds in daemon mode): what a round trip or a connection costs
+ * whatever the scheduler does with it. On one vCPU (taskset) latency is
+ * these summed plus the switches between them; on two it also holds the
+ * wake-up of an idle vCPU, which makes latency bimodal on a VM. */
+static void print_cpu(FILE *cf, size_t n, double udp_cpu, double mad_cpu, const struct bench_run *us,
+		      const struct bench_run *ts, const struct bench_run *ds)
+{
+	double u = bench_cpu_total(us), t = bench_cpu_total(ts), d = bench_cpu_total(ds);
+
+	if (udp_cpu <= 0)
+		return;
+	printf("CPU time, both processes, every thread (independent of scheduling):\n");
+	printf("  UDP round trip (floor)    %7.1f us\n", udp_cpu);
+	if (mad_cpu > 0)
+		printf("  sim MAD round trip        %7.1f us  %5.2f x floor\n", mad_cpu, mad_cpu / udp_cpu);
+	if (t > 0)
+		printf("  TCP connect+accept        %7.1f us  %5.2f x floor\n", t, t / udp_cpu);
+	if (u > 0) {
+		printf("  uscm connection           %7.1f us  %5.2f x floor", u, u / udp_cpu);
+		if (t > 0)
+			printf(", %.2f x TCP", u / t);
+		printf(" (client %.1f, server %.1f)\n", us->csw[BENCH_CSW_CLIENT].cpu_us,
+		       us->csw[BENCH_CSW_SERVER].cpu_us);
+		if (mad_cpu > 0)
+			printf("  library CPU overhead      %7.1f us (connection - 1.5 MAD round trips)\n",
+			       u - 1.5 * mad_cpu);
+	}
+	if (d > 0 && mad_cpu > 0)
+		printf("  uscm through uscmd        %7.1f us  %5.2f x floor; overhead %.1f us\n", d, d / udp_cpu,
+		       d - 1.5 * mad_cpu);
+	if (cf) {
+		fprintf(cf, "udp,serial,%zu,1,cpu_rtt_us,%.2f,,,,,,\n", n, udp_cpu);
+		if (mad_cpu > 0)
+			fprintf(cf, "mad,serial,%zu,1,cpu_rtt_us,%.2f,,,,,,\n", n, mad_cpu);
+		if (u > 0 && mad_cpu > 0)
+			fprintf(cf, "uscm,serial,%zu,1,lib_cpu_overhead_us,%.2f,,,,,,\n", us->n,
+				u - 1.5 * mad_cpu);
+	}
+}
+
 /* The same run's figures against the floor (issue 15's goals): the MAD
  * round trip, TCP, uscm's setup latency, and the library's own overhead:
  * setup minus the 1.5 MAD round trips a connection needs (REQ, REP, RTU). */
 static void print_floor(FILE *cf, const struct bench_stat *udp, const struct bench_stat *m,
-			const struct bench_run *us, const struct bench_run *ts, const struct bench_run *ds)
+			const struct bench_run *us, const struct bench_run *ts, const struct bench_run *ds,
+			double udp_cpu, double mad_cpu)
 {
 	const struct bench_stat *s = bench_step(us, "established"), *t = bench_step(ts, "established"),
 				*d = bench_step(ds, "established");
@@ -439,6 +483,7 @@ static void print_floor(FILE *cf, const struct bench_stat *udp, const struct ben
 	}
 	if (t && t->valid)
 		bench_csw_print(stdout, ts);
+	print_cpu(cf, m->n, udp_cpu, mad_cpu, us, ts, ds);
 }
 
 static int role_main(const char *role, const struct bench_opts *o)
@@ -675,10 +720,11 @@ int main(int argc, char **argv)
 	}
 	if (mad) {
 		struct bench_stat m, udp = { 0 };
+		double udp_cpu = 0, mad_cpu = 0;
 		int have_udp;
 
 		fprintf(stderr, "uscm-bench: %zu UDP round trips (the floor)\n", mad);
-		have_udp = run_udp(mad, &udp) == 0;
+		have_udp = run_udp(mad, &udp, &udp_cpu) == 0;
 		if (have_udp) {
 			printf("floor: UDP ping-pong, 256 bytes, two processes on 127.0.0.1 (%zu): min %.1f p50 %.1f"
 			       " p99 %.1f max %.1f us\n",
@@ -691,7 +737,7 @@ int main(int argc, char **argv)
 			fail = 1;
 		}
 		fprintf(stderr, "uscm-bench: %zu MAD round trips\n", mad);
-		if (run_mad(mad, &m) == 0) {
+		if (run_mad(mad, &m, &mad_cpu) == 0) {
 			printf("fabric MAD round trip (umad node1 <-> node2, %zu): min %.1f p50 %.1f p99 %.1f max %.1f us;"
 			       " 1.5 round trips = %.1f us\n",
 			       m.n, m.min, m.p50, m.p99, m.max, 1.5 * m.p50);
@@ -699,7 +745,7 @@ int main(int argc, char **argv)
 				fprintf(cf, "mad,serial,%zu,1,mad_rtt,%.1f,%.3f,%.1f,%.1f,%.1f,%.1f,\n", m.n, m.total_us,
 					m.total_us / (double)m.n, m.min, m.p50, m.p99, m.max);
 			if (have_udp)
-				print_floor(cf, &udp, &m, &us, &ts, &ds);
+				print_floor(cf, &udp, &m, &us, &ts, &ds, udp_cpu, mad_cpu);
 		} else {
 			fprintf(stderr, "uscm-bench: MAD round trip failed\n");
 			fail = 1;

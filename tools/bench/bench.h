@@ -70,6 +70,7 @@ int bench_udp_ping(const struct bench_opts *o);
 struct bench_csw {
 	double wake;    /* voluntary: blocked, then woken */
 	double preempt; /* involuntary */
+	double cpu_us;  /* CPU time, every thread: user + system */
 	int valid;
 };
 enum { BENCH_CSW_CLIENT, BENCH_CSW_SERVER, BENCH_CSW_CLIENT_USCMD, BENCH_CSW_SERVER_USCMD,
@@ -78,6 +79,9 @@ void bench_csw_self(struct bench_csw *c);   /* this process, every thread */
 void bench_csw_daemon(struct bench_csw *c); /* its uscmd (daemon mode), else invalid */
 /* "kv csw_SIDE_wake|preempt V" lines: (b - a) / n. */
 void bench_csw_emit(FILE *f, int side, const struct bench_csw *a, const struct bench_csw *b, size_t n);
+/* "kv cpu_ROLE_us V": CPU per item ((b - a) / n) of
+ * an echo/ping pair (the floor's and the MAD round trip's CPU). */
+void bench_cpu_emit(FILE *f, const char *role, const struct bench_csw *a, const struct bench_csw *b, size_t n);
 
 /* One measured run of N connections (uscm or TCP), as parsed back. */
 #define BENCH_MAX_STEPS 12
@@ -89,11 +93,13 @@ struct bench_run {
 	double heap_per_conn; /* uscm: bytes per established connection, verbs excluded */
 	double sa_queries;    /* uscm: SA queries during the run (SA's own counter) */
 	struct bench_csw csw[BENCH_CSW_SIDES]; /* per connection, connect step */
+	double cpu_ping_us, cpu_echo_us;       /* echo/ping roles: CPU per round trip */
 	int ok;
 };
 int bench_csw_parse(struct bench_run *r, const char *key, double v);
 void bench_csw_print(FILE *f, const struct bench_run *r);
 void bench_csw_csv(FILE *f, const struct bench_run *r, const char *mode);
+double bench_cpu_total(const struct bench_run *r); /* µs per connection, every side */
 
 const struct bench_stat *bench_step(const struct bench_run *r, const char *name);
 /* connections/s of a run: N over the wall time of its setup step. */

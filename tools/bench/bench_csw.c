@@ -7,6 +7,13 @@
  * A role samples its own process (every thread: RUSAGE_SELF) around the
  * connect step and, in daemon mode, the uscmd it talks to (every thread of
  * it, from /proc), and reports both per connection.
+ *
+ * With them, the CPU time the same threads used (user + system): unlike
+ * latency, it does not depend on where and when the scheduler runs the
+ * two processes, so it is the stable measure of what a connection costs
+ * (issue 15: on this VM the wall-clock floor itself is bimodal). A uscmd's
+ * comes from /proc/PID/task/TID/schedstat (nanoseconds on the CPU; its
+ * stat's utime/stime count 10 ms ticks, too coarse for a few µs).
  */
 #include <dirent.h>
 #include <stdlib.h>
@@ -29,8 +36,22 @@ void bench_csw_self(struct bench_csw *c)
 	if (getrusage(RUSAGE_SELF, &ru) == 0) {
 		c->wake = (double)ru.ru_nvcsw;
 		c->preempt = (double)ru.ru_nivcsw;
+		/* the total only: the kernel splits it into user and system by
+		 * tick samples, meaningless for a few µs per connection */
+		c->cpu_us = (double)ru.ru_utime.tv_sec * 1e6 + (double)ru.ru_utime.tv_usec +
+			    (double)ru.ru_stime.tv_sec * 1e6 + (double)ru.ru_stime.tv_usec;
 		c->valid = 1;
 	}
+}
+
+void bench_cpu_emit(FILE *f, const char *role, const struct bench_csw *a, const struct bench_csw *b, size_t n)
+{
+	char k[64];
+
+	if (!a->valid || !b->valid || !n)
+		return;
+	snprintf(k, sizeof(k), "cpu_%s_us", role);
+	bench_kv_emit(f, k, (b->cpu_us - a->cpu_us) / (double)n);
 }
 
 /* The uscmd this process talks to (daemon mode): its pid from the
@@ -78,6 +99,14 @@ void bench_csw_daemon(struct bench_csw *c)
 
 		if (d->d_name[0] == '.')
 			continue;
+		snprintf(p, sizeof(p), "/proc/%d/task/%s/schedstat", (int)pid, d->d_name);
+		if ((f = fopen(p, "r"))) {
+			unsigned long long ns;
+
+			if (fscanf(f, "%llu", &ns) == 1)
+				c->cpu_us += (double)ns / 1e3;
+			fclose(f);
+		}
 		snprintf(p, sizeof(p), "/proc/%d/task/%s/status", (int)pid, d->d_name);
 		if (!(f = fopen(p, "r")))
 			continue;
@@ -103,6 +132,8 @@ void bench_csw_emit(FILE *f, int side, const struct bench_csw *a, const struct b
 	bench_kv_emit(f, k, (b->wake - a->wake) / (double)n);
 	snprintf(k, sizeof(k), "csw_%s_preempt", side_name[side]);
 	bench_kv_emit(f, k, (b->preempt - a->preempt) / (double)n);
+	snprintf(k, sizeof(k), "csw_%s_cpu", side_name[side]);
+	bench_kv_emit(f, k, (b->cpu_us - a->cpu_us) / (double)n);
 }
 
 int bench_csw_parse(struct bench_run *r, const char *key, double v)
@@ -116,6 +147,8 @@ int bench_csw_parse(struct bench_run *r, const char *key, double v)
 			r->csw[s].wake = v;
 		else if (!strcmp(key + 5 + l, "preempt"))
 			r->csw[s].preempt = v;
+		else if (!strcmp(key + 5 + l, "cpu"))
+			r->csw[s].cpu_us = v;
 		else
 			continue; /* "client" is a prefix of "client_uscmd" */
 		r->csw[s].valid = 1;
@@ -137,6 +170,24 @@ void bench_csw_print(FILE *f, const struct bench_run *r)
 		if (r->csw[s].valid)
 			fprintf(f, " %s %.1f + %.1f", side_name[s], r->csw[s].wake, r->csw[s].preempt);
 	fprintf(f, "\n");
+	fprintf(f, "  %s CPU per connection (connect step; user + system, every thread):", r->what);
+	for (int s = 0; s < BENCH_CSW_SIDES; s++) {
+		if (!r->csw[s].valid)
+			continue;
+		fprintf(f, " %s %.1f us", side_name[s], r->csw[s].cpu_us);
+	}
+	fprintf(f, "\n");
+}
+
+/* CPU of every thread of both sides (and their uscmds) per connection. */
+double bench_cpu_total(const struct bench_run *r)
+{
+	double t = 0;
+
+	for (int s = 0; s < BENCH_CSW_SIDES; s++)
+		if (r->csw[s].valid)
+			t += r->csw[s].cpu_us;
+	return t;
 }
 
 /* One row per side and kind, the figure in total_us's column:
@@ -150,5 +201,7 @@ void bench_csw_csv(FILE *f, const struct bench_run *r, const char *mode)
 			side_name[s], r->csw[s].wake);
 		fprintf(f, "%s,%s,%zu,%zu,csw_%s_preempt,%.2f,,,,,,\n", r->what, mode, r->n, r->window,
 			side_name[s], r->csw[s].preempt);
+		fprintf(f, "%s,%s,%zu,%zu,cpu_%s_us,%.2f,,,,,,\n", r->what, mode, r->n, r->window,
+			side_name[s], r->csw[s].cpu_us);
 	}
 }

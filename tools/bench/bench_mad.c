@@ -59,8 +59,11 @@ int bench_mad_echo(const struct bench_opts *o)
 		fprintf(stderr, "mad-echo: umad: %s\n", strerror(errno));
 		return 1;
 	}
+	struct bench_csw c0, c1;
+
 	printf("ready\n");
 	fflush(stdout);
+	bench_csw_self(&c0);
 	for (size_t i = 0; !o->n || i < o->n; i++) {
 		len = sizeof(b.mad);
 		if (umad_recv(fd, &b, &len, 60000) != ag) {
@@ -73,6 +76,8 @@ int bench_mad_echo(const struct bench_opts *o)
 			return 1;
 		}
 	}
+	bench_csw_self(&c1);
+	bench_cpu_emit(stdout, "echo", &c0, &c1, o->n);
 	umad_close_port(fd);
 	return 0;
 }
@@ -89,6 +94,8 @@ int bench_mad_ping(const struct bench_opts *o)
 		fprintf(stderr, "mad-ping: umad: %s\n", strerror(errno));
 		return 1;
 	}
+	struct bench_csw c0, c1;
+	bench_csw_self(&c0);
 	for (size_t i = 0; i < o->n; i++) {
 		double t = bench_now_us();
 		mad_init(&b, 0x5553434d00000000ull | i);
@@ -104,8 +111,10 @@ int bench_mad_ping(const struct bench_opts *o)
 		}
 		lat.v[i] = bench_now_us() - t;
 	}
+	bench_csw_self(&c1);
 	bench_stat_of(&s, "mad_rtt", &lat, bench_now_us() - t0);
 	bench_stat_emit(stdout, &s);
+	bench_cpu_emit(stdout, "ping", &c0, &c1, o->n);
 	umad_close_port(fd);
 	free(lat.v);
 	return 0;

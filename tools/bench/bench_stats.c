@@ -128,6 +128,10 @@ int bench_parse_line(struct bench_run *r, const char *line)
 	if (sscanf(line, "kv %63s %lf", key, &v) == 2) {
 		if (!strcmp(key, "heap_per_conn"))
 			r->heap_per_conn = v;
+		else if (!strcmp(key, "cpu_ping_us"))
+			r->cpu_ping_us = v;
+		else if (!strcmp(key, "cpu_echo_us"))
+			r->cpu_echo_us = v;
 		else
 			bench_csw_parse(r, key, v);
 		return 1;
@@ -203,6 +207,7 @@ void bench_merge_run(struct bench_run *r, const struct bench_run *k)
 			}
 			a->wake = (a->wake * wa + b->wake * wb) / (wa + wb);
 			a->preempt = (a->preempt * wa + b->preempt * wb) / (wa + wb);
+			a->cpu_us = (a->cpu_us * wa + b->cpu_us * wb) / (wa + wb);
 		}
 	}
 	for (int i = 0; i < k->nsteps; i++) {

@@ -45,8 +45,11 @@ int bench_udp_echo(const struct bench_opts *o)
 		perror("udp-echo: socket");
 		return 1;
 	}
+	struct bench_csw c0, c1;
+
 	printf("port %d\n", ntohs(a.sin_port));
 	fflush(stdout);
+	bench_csw_self(&c0);
 	for (size_t i = 0; !o->n || i < o->n; i++) {
 		socklen_t fl = sizeof(from);
 		ssize_t k = recvfrom(fd, b, sizeof(b), 0, (struct sockaddr *)&from, &fl);
@@ -60,6 +63,8 @@ int bench_udp_echo(const struct bench_opts *o)
 			return 1;
 		}
 	}
+	bench_csw_self(&c1);
+	bench_cpu_emit(stdout, "echo", &c0, &c1, o->n);
 	close(fd);
 	return 0;
 }
@@ -79,7 +84,10 @@ int bench_udp_ping(const struct bench_opts *o)
 		perror("udp-ping: socket");
 		return 1;
 	}
+	struct bench_csw c0, c1;
+
 	memset(b, 0x5a, sizeof(b));
+	bench_csw_self(&c0);
 	for (size_t i = 0; i < o->n; i++) {
 		double t = bench_now_us();
 
@@ -91,8 +99,10 @@ int bench_udp_ping(const struct bench_opts *o)
 		}
 		lat.v[i] = bench_now_us() - t;
 	}
+	bench_csw_self(&c1);
 	bench_stat_of(&s, "udp_rtt", &lat, bench_now_us() - t0);
 	bench_stat_emit(stdout, &s);
+	bench_cpu_emit(stdout, "ping", &c0, &c1, o->n);
 	close(fd);
 	free(lat.v);
 	return 0;
