@@ -121,6 +121,8 @@ static void usage_to(FILE *out, int rc)
 		"                                      ack: ACK/NAK, READ response, atomic ACK\n"
 		"            class=0x07 attr=0x0010    MAD management class / attribute ID\n"
 		"            node=2|node2|sm           the sending node\n"
+		"            link=sw1:3|node2:1        datagrams crossing that cable (MADs and data)\n"
+		"            dir=both|out|in           which way across it, seen from the port named\n"
 		"  e.g. 'drop=5%%,qpt=rc,op=data' loses RC data packets but never their ACKs.\n"
 		"D defaults to $USCM_SIM_DIR, else %s. See docs/sim.md.\n",
 		simf_default_dir());
