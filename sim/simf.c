@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "simf.h"
+#include "simf_link.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -1433,13 +1434,30 @@ int simf_fault_parse(const char *spec, struct simf_fault *out, char *err, size_t
 				r.node = (int16_t)u;
 			else
 				goto bad;
+		} else if (strcmp(tok, "link") == 0) {
+			if (simf_link_parse(val, &r) < 0)
+				goto bad;
+		} else if (strcmp(tok, "dir") == 0) {
+			if (strcmp(val, "out") == 0)
+				r.link_dir = SIMF_LINK_DIR_OUT;
+			else if (strcmp(val, "in") == 0)
+				r.link_dir = SIMF_LINK_DIR_IN;
+			else if (strcmp(val, "both") == 0)
+				r.link_dir = SIMF_LINK_DIR_BOTH;
+			else
+				goto bad;
 		} else {
-			snprintf(err, errlen, "unknown fault key '%s' (drop dup delay reorder class attr qpt op node)", tok);
+			snprintf(err, errlen,
+				 "unknown fault key '%s' (drop dup delay reorder class attr qpt op node link dir)", tok);
 			return -1;
 		}
 		continue;
 bad:
 		snprintf(err, errlen, "bad value '%s' for '%s'", val, tok);
+		return -1;
+	}
+	if (r.link_dir && !r.link_node) {
+		snprintf(err, errlen, "'dir=' needs a 'link='");
 		return -1;
 	}
 	*out = r;
@@ -1489,6 +1507,12 @@ void simf_fault_format(const struct simf_fault *r, char *buf, size_t len)
 	if (r->op == SIMF_MATCH_OP_DATA || r->op == SIMF_MATCH_OP_ACK)
 		ADD("%sop=%s", o ? "," : "", r->op == SIMF_MATCH_OP_DATA ? "data" : "ack");
 	if (r->node >= 0) ADD("%snode=%d", o ? "," : "", r->node);
+	if (r->link_node) {
+		simf_link_format(r, a, sizeof(a));
+		ADD("%slink=%s", o ? "," : "", a);
+		if (r->link_dir)
+			ADD(",dir=%s", r->link_dir == SIMF_LINK_DIR_OUT ? "out" : "in");
+	}
 	if (!o) ADD("(no effect)");
 #undef ADD
 }
@@ -2108,7 +2132,8 @@ ssize_t simf_send_from(struct simf *f, int fd, uint16_t sport, int src, int dst,
 	for (int i = 0; i < pv->nrules; i++) {
 		const struct simf_fault *r = &pv->rules[i];
 
-		if (!rule_match(r, src, qpt, is_mad, mclass, attr, kind))
+		if (!rule_match(r, src, qpt, is_mad, mclass, attr, kind) ||
+		    !simf_link_match(f, r, src, dst, p))
 			continue;
 		if (r->drop_ppm && draw_ppm(f, src) < r->drop_ppm) {
 			pthread_mutex_unlock(&pv->mu);

@@ -42,7 +42,7 @@
 #include <sys/types.h>
 
 #define SIMF_MAGIC 0x55534631u /* "USF1" */
-#define SIMF_VERSION 6
+#define SIMF_VERSION 7
 #define SIMF_IP_GIDS 4         /* IPv6 RoCE GIDs per node (struct simf_node) */
 #define SIMF_MAX_NODES 128     /* node 0 = SM/SA, 1..127 = node1..node127 and switches */
 #define SIMF_MAX_AGENTS 32     /* umad agents per node */
@@ -158,6 +158,9 @@ enum simf_match_qpt { SIMF_QPT_ANY = 0xFF, SIMF_QPT_RC = 0, SIMF_QPT_UC = 1, SIM
  * request, atomics, and every UD datagram, MADs included); ack = what a
  * responder sends back (ACK/NAK, RDMA READ response, atomic ACK). */
 enum simf_match_op { SIMF_MATCH_OP_ANY = 0, SIMF_MATCH_OP_DATA = 1, SIMF_MATCH_OP_ACK = 2 };
+/* Which way across a rule's link (seen from the NODE:PORT it names): both,
+ * leaving NODE by PORT, or entering NODE at PORT. */
+enum simf_link_dir { SIMF_LINK_DIR_BOTH = 0, SIMF_LINK_DIR_OUT = 1, SIMF_LINK_DIR_IN = 2 };
 struct simf_fault {
 	uint8_t used;
 	uint8_t qpt;            /* enum simf_match_qpt */
@@ -168,6 +171,12 @@ struct simf_fault {
 	uint32_t drop_ppm;      /* parts per million */
 	uint32_t dup_ppm;
 	uint32_t reorder_ppm;   /* hold the datagram back by reorder_ns */
+	/* v7 (in what was padding): a link the datagram crosses (link=NODE:PORT,
+	 * sim/simf_link.c). link_node 0: any; > 0: CA node link_node; < 0:
+	 * switch -link_node (node nnodes - link_node, named sw<k>). */
+	int16_t link_node;
+	uint8_t link_port;
+	uint8_t link_dir;       /* enum simf_link_dir */
 	uint64_t delay_ns;      /* added to every matching datagram */
 	uint64_t reorder_ns;
 };

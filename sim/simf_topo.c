@@ -5,6 +5,7 @@
  * routes hop by hop). See simf.h and docs/sim.md "Topologies and switches".
  */
 #include "simf.h"
+#include "simf_link.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -53,6 +54,7 @@ static int across(const struct simf_state *st, int n, int p, int *pp)
 	*pp = nd->ports[p].peer_port;
 	if (is_switch(st, peer) && st->nodes[peer].ports[*pp].state == SIMF_PORT_DOWN)
 		return -1;
+	simf_trace_hop(n, p, peer, *pp); /* fault rules by link (simf_link.c) */
 	return peer;
 }
 
@@ -91,7 +93,7 @@ static int route_from(const struct simf_state *st, int cur, int in, uint16_t dli
 	return -1;
 }
 
-int simf_route_lid(const struct simf *f, int src, uint16_t dlid, int *in_port)
+static int route_lid(const struct simf *f, int src, uint16_t dlid, int *in_port)
 {
 	const struct simf_state *st = f->st;
 	int dst = simf_node_by_lid(f, dlid), pp, next;
@@ -116,7 +118,18 @@ int simf_route_lid(const struct simf *f, int src, uint16_t dlid, int *in_port)
 	return route_from(st, next, pp, dlid, in_port);
 }
 
-int simf_route_dr(const struct simf *f, int src, const uint8_t *smp, int *in_port, uint8_t *ret_path)
+/* The walks below record the cables they cross (simf_link.c). */
+int simf_route_lid(const struct simf *f, int src, uint16_t dlid, int *in_port)
+{
+	int dst;
+
+	simf_trace_begin(src, 0);
+	dst = route_lid(f, src, dlid, in_port);
+	simf_trace_end(dst);
+	return dst;
+}
+
+static int route_dr(const struct simf *f, int src, const uint8_t *smp, int *in_port, uint8_t *ret_path)
 {
 	const struct simf_state *st = f->st;
 	unsigned hops = smp[7];
@@ -153,6 +166,16 @@ int simf_route_dr(const struct simf *f, int src, const uint8_t *smp, int *in_por
 	if (in_port)
 		*in_port = in;
 	return cur;
+}
+
+int simf_route_dr(const struct simf *f, int src, const uint8_t *smp, int *in_port, uint8_t *ret_path)
+{
+	int dst;
+
+	simf_trace_begin(src, 1);
+	dst = route_dr(f, src, smp, in_port, ret_path);
+	simf_trace_end(dst);
+	return dst;
 }
 
 void simf_mcast_reach(const struct simf *f, int src, uint16_t mlid, uint8_t *reach)

@@ -121,6 +121,8 @@ static void usage_to(FILE *out, int rc)
 		"                                      ack: ACK/NAK, READ response, atomic ACK\n"
 		"            class=0x07 attr=0x0010    MAD management class / attribute ID\n"
 		"            node=2|node2|sm           the sending node\n"
+		"            link=sw1:3|node2:1        datagrams crossing that cable (MADs and data)\n"
+		"            dir=both|out|in           which way across it, seen from the port named\n"
 		"  e.g. 'drop=5%%,qpt=rc,op=data' loses RC data packets but never their ACKs.\n"
 		"D defaults to $USCM_SIM_DIR, else %s. See docs/sim.md.\n",
 		simf_default_dir());
@@ -1515,6 +1517,35 @@ static int cmd_status(const struct opts *o)
 
 /* ---- fault, link, kill, env -------------------------------------------- */
 
+/* A rule naming a link this fabric lacks would never match: refuse it
+ * (a CA's link always exists; a switch port needs a cable). 0 or -1. */
+static int links_exist(const struct simf *f, const struct simf_fault *rules, int n)
+{
+	const struct simf_state *st = f->st;
+
+	for (int k = 0; k < n; k++) {
+		const struct simf_fault *r = &rules[k];
+		int ok = 1;
+
+		if (r->link_node > 0) {
+			ok = (unsigned)r->link_node <= st->nnodes;
+		} else if (r->link_node < 0) {
+			unsigned sw = (unsigned)-r->link_node, node = st->nnodes + sw;
+
+			ok = sw <= st->nswitches && node < SIMF_MAX_NODES && r->link_port <= st->nodes[node].nports &&
+			     st->nodes[node].ports[r->link_port].peer >= 0;
+		}
+		if (!ok) {
+			char buf[256];
+
+			simf_fault_format(r, buf, sizeof(buf));
+			fprintf(stderr, "uscm-sim: fault '%s': no such link (a cabled switch port or a node)\n", buf);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static int cmd_fault(const struct opts *o, int argc, char **argv, int i)
 {
 	struct simf_fault rules[SIMF_MAX_FAULTS];
@@ -1543,6 +1574,8 @@ static int cmd_fault(const struct opts *o, int argc, char **argv, int i)
 		simf_fault_set(f, NULL, 0);
 	} else if (strcmp(argv[i], "add") == 0) {
 		n = parse_rules((const char *const *)argv + i + 1, argc - i - 1, rules);
+		if (n > 0 && links_exist(f, rules, n) < 0)
+			n = -1;
 		for (int k = 0; k < n && rc == 0; k++)
 			if (simf_fault_add(f, &rules[k]) < 0) {
 				fprintf(stderr, "uscm-sim: rule table full\n");
@@ -1552,7 +1585,7 @@ static int cmd_fault(const struct opts *o, int argc, char **argv, int i)
 			rc = 2;
 	} else {
 		n = parse_rules((const char *const *)argv + i, argc - i, rules);
-		if (n < 0)
+		if (n < 0 || links_exist(f, rules, n) < 0)
 			rc = 2;
 		else
 			simf_fault_set(f, rules, n);

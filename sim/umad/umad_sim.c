@@ -82,6 +82,8 @@
 #define M_CLASS(m) ((m)[1])
 #define M_VERSION(m) ((m)[2])
 #define M_METHOD(m) ((m)[3])
+#define M_ATTR(m) ((uint16_t)((m)[16] << 8 | (m)[17]))
+#define SMP_ATTR_SM_INFO 0x0020
 #define RMPP_FLAG_ACTIVE 0x01
 #define RMPP_FLAG_FIRST 0x02
 #define RMPP_FLAG_LAST 0x04
@@ -921,10 +923,20 @@ static uint16_t dest_port(const struct uport *up, int dst, uint32_t qpn, const u
 	/* A SubnGet/SubnSet goes to the destination's SMA, which on hardware
 	 * is the HCA itself and answers before any agent sees it; the fabric's
 	 * SM process hosts every node's SMA on the node's QP0 port. (Traps and
-	 * the like go to whoever registered for them, as below.) */
+	 * the like go to whoever registered for them, as below.) SMInfo is
+	 * the exception: an HCA's SMA does not serve it, it hands it to the SM
+	 * running on the port (OpenSM's QP0 agent takes Gets of both SMP
+	 * classes and answers with its GUID, SM_Key, ActCount, priority and
+	 * state, IBTA 14.2.5.13); a port without an SM leaves it to the SMA,
+	 * which answers "unsupported" (the built-in SM's node 0 has its SMInfo
+	 * there). */
 	if (qpn == 0 && !roce() && smi_class(M_CLASS(mad)) &&
-	    (M_METHOD(mad) == 0x01 || M_METHOD(mad) == 0x02))
+	    (M_METHOD(mad) == 0x01 || M_METHOD(mad) == 0x02)) {
+		if (M_ATTR(mad) == SMP_ATTR_SM_INFO &&
+		    simf_agent_find(G.f, dst, 0, M_CLASS(mad), M_VERSION(mad), M_METHOD(mad), NULL, &a) >= 0)
+			return a.port;
 		return simf_qp_port(0);
+	}
 	if (is_response(mad)) {
 		uint64_t tid = get64(mad + 8);
 		uint16_t p = (uint16_t)(tid >> 32);
@@ -985,6 +997,16 @@ static int xmit(struct uport *up, const ib_mad_addr_t *a, uint8_t *pkt, int *dst
 
 	*unserved = 0;
 	e = resolve_dst(a, mad, &dst);
+	if (!e && M_CLASS(mad) == 0x81 && is_response(mad) && (mad[4] & 0x80)) {
+		/* An agent's answer to a directed-route SMP (D bit set: an SM
+		 * answering SubnGet(SMInfo)) retraces the request's path back
+		 * to the requester, whatever the LID in the address (the
+		 * permissive one): the node the request came from. */
+		for (unsigned i = 0; i < RECENT; i++)
+			if (up->recent[i].sport && up->recent[i].tid == get64(mad + 8) &&
+			    up->recent[i].mgmt_class == 0x81)
+				dst = up->recent[i].src;
+	}
 	*dst_out = dst;
 	if (e)
 		return e;
