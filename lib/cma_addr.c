@@ -353,7 +353,11 @@ static void set_sgid(struct cma_id *id, int gid_index)
 	if (gid_index < 0 || gid_index >= p->ngids)
 		gid_index = 0;
 	memcpy(&id->id.route.addr.addr.ibaddr.sgid, &p->gids[gid_index], 16);
-	id->id.route.addr.addr.ibaddr.pkey = htobe16(p->npkeys ? p->pkeys[0] : 0xFFFF);
+	/* The P_Key of the port's entry 0 with the full-membership bit, as
+	 * the kernel's IPoIB parent interface takes it (ipoib_add_port); its
+	 * route queries ask the SA for a path in that partition. */
+	id->id.route.addr.addr.ibaddr.pkey = htobe16(p->npkeys && (p->pkeys[0] & 0x7FFF) ?
+						     p->pkeys[0] | 0x8000 : 0xFFFF);
 }
 
 /* ---- the bind table ---------------------------------------------------------------- */

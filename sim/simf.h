@@ -42,7 +42,7 @@
 #include <sys/types.h>
 
 #define SIMF_MAGIC 0x55534631u /* "USF1" */
-#define SIMF_VERSION 6
+#define SIMF_VERSION 7
 #define SIMF_IP_GIDS 4         /* IPv6 RoCE GIDs per node (struct simf_node) */
 #define SIMF_MAX_NODES 128     /* node 0 = SM/SA, 1..127 = node1..node127 and switches */
 #define SIMF_MAX_AGENTS 32     /* umad agents per node */
@@ -228,6 +228,10 @@ struct simf_state {
 				 * topology, or two nodes back to back under OpenSM */
 	uint32_t nswitches;     /* switches: nodes nnodes+1 .. nnodes+nswitches */
 	struct simf_switch sw[SIMF_MAX_SWITCHES];
+	/* v7: packets each node's port dropped because their P_Key matched
+	 * no entry of its table (GMPs on QP1) or not the receiving QP's
+	 * (data): PortInfo P_KeyViolations (simf_pkey.c) */
+	uint32_t pkey_violations[SIMF_MAX_NODES];
 };
 
 struct simf {
@@ -242,6 +246,17 @@ struct simf {
 	int pcap_fd;
 	void *priv;             /* simf.c's private per-handle state (v2) */
 };
+
+/* ---- P_Keys (simf_pkey.c) -------------------------------------------------- */
+
+/* Do packets with P_Key a reach a receiver holding b (or the reverse)?
+ * The same partition (low 15 bits, not 0) and at least one full member. */
+int simf_pkey_match(uint16_t a, uint16_t b);
+/* The first index of node n's P_Key table that matches pkey, or -1. */
+int simf_pkey_index(const struct simf *f, int n, uint16_t pkey);
+/* Counts a packet node n's port dropped for its P_Key; and the count. */
+void simf_pkey_violation(struct simf *f, int n);
+uint32_t simf_pkey_violations(const struct simf *f, int n);
 
 /* ---- fabric state --------------------------------------------------------- */
 

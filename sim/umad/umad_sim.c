@@ -295,7 +295,7 @@ static int roce(void) { return G.f->st->link == SIMF_LINK_ROCE; }
 
 static int pkey_match(uint16_t a, uint16_t b)
 {
-	return (a & 0x7FFF) && (a & 0x7FFF) == (b & 0x7FFF) && ((a | b) & 0x8000);
+	return simf_pkey_match(a, b);
 }
 
 static int sort_names_cmp(const void *a, const void *b)
@@ -1428,6 +1428,7 @@ static void rx_datagram(struct uport *up, uint8_t *pkt, size_t len, int src, uin
 				break;
 			}
 		if (pkey_index < 0) {
+			simf_pkey_violation(G.f, G.self);
 			drop("P_Key not in the P_Key table", src);
 			return;
 		}

@@ -108,7 +108,7 @@ static uint16_t qp_pkey(const struct sv_qp *q)
 
 static int pkey_ok(uint16_t a, uint16_t b)
 {
-	return (a & 0x7FFF) && (a & 0x7FFF) == (b & 0x7FFF) && ((a | b) & 0x8000);
+	return simf_pkey_match(a, b);
 }
 
 /* Builds the BTH; returns its length. */
@@ -1427,8 +1427,11 @@ static void rx_packet(struct sv_qp *q, int src, uint16_t sport, uint8_t *pkt, si
 	if (b.dest_qp != q->qp.qp_num && !(b.dest_qp == 0xFFFFFF && t == IBV_QPT_UD))
 		return;
 	if (!pkey_ok(b.pkey, qp_pkey(q))) {
+		/* P_Key violation: the port counts it (PortInfo
+		 * P_KeyViolations), the device too (bad_pkey_cntr) */
 		q->ctx->bad_pkey++;
-		return;   /* P_Key violation */
+		simf_pkey_violation(q->ctx->f, q->ctx->node);
+		return;
 	}
 	n = len - SIMF_BTH_LEN - SIMF_ICRC_LEN;
 	if (b.pad > n)

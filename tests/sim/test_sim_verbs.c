@@ -1143,10 +1143,11 @@ static void pkey_a(int fd, void *arg)
 	__be16 pk;
 	int i;
 
-	(void)arg;
+	uint16_t key = arg ? *(const uint16_t *)arg : 0x8001;
+
 	ep_open(&e, IBV_QPT_UD, 4096, 0);
-	CHK(ibv_query_pkey(e.ctx, 1, 1, &pk) == 0 && be16toh(pk) == 0x8001);
-	CHK(ibv_get_pkey_index(e.ctx, 1, htobe16(0x8001)) == 1);
+	CHK(ibv_query_pkey(e.ctx, 1, 1, &pk) == 0 && be16toh(pk) == key);
+	CHK(ibv_get_pkey_index(e.ctx, 1, htobe16(key)) == 1);
 	ud_up_pkey(&e, 1);
 	CHK(read(fd, qpn, sizeof(qpn)) == sizeof(qpn) && read(fd, &lid, 2) == 2);
 	memset(&av, 0, sizeof(av));
@@ -1212,8 +1213,33 @@ Test(sim_verbs, ud_pkey_check, .fini = fabric_stop, .timeout = 60)
 	f->st->nodes[2].pkeys[1] = 0x0001;
 	f->st->nodes[2].pkeys[2] = 0x8002;
 	simf_unlock(f);
-	simf_detach(f);
 	run_pair(pkey_a, pkey_b, NULL, 20000);
+	/* the port counted the drop too (PortInfo P_KeyViolations) */
+	cr_expect_eq(simf_pkey_violations(f, 2), 1);
+	cr_expect_eq(simf_pkey_violations(f, 1), 0);
+	simf_detach(f);
+}
+
+/* Two limited members of a partition do not talk (IBTA 10.9.1.2): node1
+ * sends with 0x0003 (limited); node2 holds 0x8003 at index 1 (full: its QP
+ * receives) and 0x0003 at index 2 (limited: its QP's packet is dropped and
+ * counted), as a port OpenSM made a member of both kinds. */
+Test(sim_verbs, ud_pkey_limited_pair, .fini = fabric_stop, .timeout = 60)
+{
+	static const uint16_t key = 0x0003;
+	struct simf *f;
+
+	fabric_start("ib");
+	f = simf_attach_node(g_dir, -1);
+	cr_assert_not_null(f);
+	simf_lock(f);
+	f->st->nodes[1].pkeys[1] = 0x0003;
+	f->st->nodes[2].pkeys[1] = 0x8003;
+	f->st->nodes[2].pkeys[2] = 0x0003;
+	simf_unlock(f);
+	run_pair(pkey_a, pkey_b, (void *)&key, 20000);
+	cr_expect_eq(simf_pkey_violations(f, 2), 1);
+	simf_detach(f);
 }
 
 /* ---- RC ---------------------------------------------------------------------------------------- */
