@@ -91,7 +91,7 @@ static void usage_to(FILE *out, int rc)
 		"                                   S spines, or S switches in a line with H hosts each;\n"
 		"                                   its CAs are node1..N (D/topology has the result)\n"
 		"        --partitions FILE          (--sm opensm) OpenSM's partition configuration\n"
-		"                                   (partitions.conf), given to opensm as -P FILE\n"
+		"                                   (partitions.conf), opensm's partition config file\n"
 		"        --umad-access root|all     who may open /dev/infiniband/umadN (default root,\n"
 		"                                   as on a real host; verbs are open to every user)\n"
 		"  stop [--dir D]                   stop the uscmds, then the SM and every node\n"
