@@ -18,6 +18,8 @@
  *   "RDMA_CM_EVENT_ROUTE_ERROR, error -22"); no CM MAD is sent.
  * - node2 -> node3: unmodified rping connects; the PathRecord carries
  *   P_Key 0x8001 and so does the REQ (its BTH and its Partition Key field).
+ * - AF_IB names the partition (sib_pkey): one the port lacks is ENODEV,
+ *   the default one (both limited) has no path, 0x8001 to node3 has.
  * - A REQ forced onto node4 with a path of our own (RDMA_OPTION_IB_PATH,
  *   P_Key 0x8001) is dropped by node4's port before its CM and counted as a
  *   P_Key violation (PortInfo P_KeyViolations).
@@ -27,6 +29,7 @@
  */
 #include "libtest.h"
 
+#include <infiniband/ib.h>
 #include <infiniband/sa.h>
 
 static char pcap[128], conf[128];
@@ -108,6 +111,86 @@ static struct rdma_cm_id *addr_resolved(struct rdma_event_channel *ch, const cha
 	ev = lt_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 5000);
 	rdma_ack_cm_event(ev);
 	return id;
+}
+
+/* An AF_IB destination: node n's GID, P_Key pkey (sib_pkey). */
+static struct sockaddr_ib ib_dst(int n, uint16_t pkey)
+{
+	struct sockaddr_ib a;
+	static const uint8_t prefix[8] = { 0xfe, 0x80 };
+
+	memset(&a, 0, sizeof(a));
+	a.sib_family = AF_IB;
+	memcpy(a.sib_addr.sib_raw, prefix, 8);
+	a.sib_addr.sib_raw[9] = 0x02;
+	a.sib_addr.sib_raw[10] = 0xc9;
+	a.sib_addr.sib_raw[11] = 0x03;
+	a.sib_addr.sib_raw[15] = (uint8_t)n;
+	a.sib_pkey = htobe16(pkey);
+	a.sib_sid = htobe64(0x0000000001060000ULL | 7471); /* RDMA_PS_TCP, port 7471 */
+	a.sib_sid_mask = htobe64(~0ULL);
+	return a;
+}
+
+/* rdma_resolve_route on a resolved id: the event and its status. */
+static int route(struct rdma_event_channel *ch, struct rdma_cm_id *id, int *status)
+{
+	struct rdma_cm_event *ev;
+	int type;
+
+	cr_assert_eq(rdma_resolve_route(id, 2000), 0, "%s", strerror(errno));
+	ev = lt_event(ch, 5000);
+	cr_assert(ev, "no route event");
+	type = ev->event;
+	*status = ev->status;
+	rdma_ack_cm_event(ev);
+	return type;
+}
+
+/* AF_IB names the partition (sib_pkey), as with the kernel's rdma_cm: a
+ * key the port lacks cannot be resolved (ENODEV); the default partition,
+ * where node2 and node4 are both limited members, gives no path; 0x8001
+ * to node3 does. */
+Test(partitions, af_ib_names_the_partition)
+{
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	struct rdma_cm_event *ev;
+	struct sockaddr_ib dst;
+	int st = 0;
+
+	start(0);
+	lt_node(2);
+	ch = rdma_create_event_channel();
+	cr_assert(ch);
+	/* node2 is not in 0x0002 */
+	cr_assert_eq(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
+	dst = ib_dst(4, 0x8002);
+	cr_expect_eq(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000), -1);
+	cr_expect_eq(errno, ENODEV, "errno %d", errno);
+	rdma_destroy_id(id);
+	/* the default partition: both limited, OpenSM's SA has no path */
+	cr_assert_eq(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
+	dst = ib_dst(4, 0x7FFF);
+	cr_assert_eq(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000), 0, "%s", strerror(errno));
+	ev = lt_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 5000);
+	rdma_ack_cm_event(ev);
+	cr_expect_eq(be16toh(id->route.addr.addr.ibaddr.pkey), 0x7FFF);
+	cr_expect_eq(route(ch, id, &st), RDMA_CM_EVENT_ROUTE_ERROR);
+	cr_expect_eq(st, -EINVAL, "status %d", st);
+	rdma_destroy_id(id);
+	/* 0x8001 to node3 */
+	cr_assert_eq(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
+	dst = ib_dst(3, 0x8001);
+	cr_assert_eq(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000), 0, "%s", strerror(errno));
+	ev = lt_expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 5000);
+	rdma_ack_cm_event(ev);
+	cr_expect_eq(be16toh(((struct sockaddr_ib *)&id->route.addr.src_addr)->sib_pkey), 0x8001);
+	cr_expect_eq(route(ch, id, &st), RDMA_CM_EVENT_ROUTE_RESOLVED, "status %d", st);
+	if (id->route.num_paths == 1)
+		cr_expect_eq(be16toh(id->route.path_rec->pkey), 0x8001);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
 }
 
 Test(partitions, no_shared_partition_no_path)
