@@ -52,11 +52,16 @@ static void need(const char *bin, const char *pkg)
 		tf_skip_missing("%s (Debian %s) is not installed", bin, pkg);
 }
 
-/* The fabric above; daemon: a uscmd per node (programs in daemon mode). */
+/* The fabric above; daemon: a uscmd per node (programs in daemon mode),
+ * as every test gets under USCM_TEST_DAEMON=1 (CTest's _daemon run). */
 static void start(int daemon)
 {
+	const char *d = getenv("USCM_TEST_DAEMON");
 	char opts[512];
 	FILE *f;
+
+	if (d && atoi(d))
+		daemon = 1;
 
 	need("opensm", "opensm");
 	snprintf(conf, sizeof(conf), "/tmp/uscm-partitions-%d.conf", (int)getpid());
