@@ -1547,6 +1547,14 @@ static void port_watch(struct sv_ctx *c)
 		}
 		c->port_lid = lid;
 	}
+	/* the SM rewrote the P_Key table (SubnSet P_KeyTable: OpenSM's
+	 * partitions): the HCA raises PKEY_CHANGE, as the kernel's cache
+	 * does on hardware */
+	if (memcmp(c->port_pkeys, c->f->st->nodes[c->node].pkeys, sizeof(c->port_pkeys))) {
+		memcpy(c->port_pkeys, c->f->st->nodes[c->node].pkeys, sizeof(c->port_pkeys));
+		ev.event_type = IBV_EVENT_PKEY_CHANGE;
+		sv_async_push(c, &ev);
+	}
 }
 
 static void *progress(void *arg)
@@ -1624,6 +1632,7 @@ int sv_progress_start(struct sv_ctx *c)
 
 	c->port_state = port_state_now(c);
 	c->port_lid = sv_node_lid(c, c->node);
+	memcpy(c->port_pkeys, c->f->st->nodes[c->node].pkeys, sizeof(c->port_pkeys));
 	c->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (c->epfd < 0)
 		return -1;

@@ -1242,6 +1242,48 @@ Test(sim_verbs, ud_pkey_limited_pair, .fini = fabric_stop, .timeout = 60)
 	simf_detach(f);
 }
 
+/* The SM rewriting a port's P_Key table (OpenSM's partitions) reaches
+ * ibv_get_async_event as PKEY_CHANGE, and ibv_query_pkey reads the new key. */
+static void child_pkey_change(int fd, void *arg)
+{
+	struct ibv_device **l = ibv_get_device_list(NULL);
+	struct ibv_context *ctx;
+	__be16 k;
+	char c = 'r';
+
+	(void)arg;
+	CHK(l && l[0]);
+	ctx = ibv_open_device(l[0]);
+	CHK(ctx);
+	ibv_free_device_list(l);
+	CHK(write(fd, &c, 1) == 1);
+	CHK(wait_async(ctx, IBV_EVENT_PKEY_CHANGE, 5000) == 0);
+	CHK(ibv_query_pkey(ctx, 1, 3, &k) == 0 && be16toh(k) == 0x8005);
+	CHK(ibv_close_device(ctx) == 0);
+}
+
+Test(sim_verbs, pkey_change_event, .fini = fabric_stop, .timeout = 60)
+{
+	struct simf *f;
+	int sv[2];
+	char c;
+
+	fabric_start("ib");
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	pid_t pid = spawn("node1", child_pkey_change, sv[1], sv[0], NULL);
+
+	close(sv[1]);
+	cr_assert_eq(read(sv[0], &c, 1), 1);
+	f = simf_attach_node(g_dir, -1);
+	cr_assert_not_null(f);
+	simf_lock(f);
+	f->st->nodes[1].pkeys[3] = 0x8005;
+	simf_unlock(f);
+	simf_detach(f);
+	close(sv[0]);
+	cr_assert_eq(reap(pid, 20000), 0);
+}
+
 /* ---- RC ---------------------------------------------------------------------------------------- */
 
 #define BIG (200 * 1024)
