@@ -1700,6 +1700,8 @@ static uint16_t sma_set_port_info(int n, uint32_t mod, const uint8_t *q)
 	if (q[43] >> 4)
 		put_bits(w, q, 43, 0xF0);              /* OperationalVLs */
 	put_bits(w, q, 43, 0x0F);                      /* partition enforcement, raw filters */
+	if (ext) /* the fabric enforces them (simf_pkey_route_ok) */
+		simf_pkey_sw_enforce(g_f, n, port, w[43] & 0x08, w[43] & 0x04);
 	put_bits(w, q, 51, 0x1F);                      /* SubnetTimeOut */
 	w[53] = q[53];                                 /* LocalPhyErrors, OverrunErrors */
 	if ((q[63] & 0x1F) == 0x1F)
@@ -1797,8 +1799,14 @@ static uint16_t sma_set(int n, uint16_t attr, uint32_t mod, const uint8_t *q, ui
 	case SMP_ATTR_PKEY_TABLE:
 		if (is_sw(&g_f->st->nodes[n]) && (mod >> 16) > 0) {
 			st = sma_get(n, attr, mod, d); /* checks the modifier */
-			if (!st)
+			if (!st) {
+				uint16_t keys[SIMF_SW_PKEYS];
+
 				memcpy(kv_find(n, attr, mod, 1)->d, q, SMP_DATA_LEN);
+				for (int i = 0; i < SIMF_SW_PKEYS; i++)
+					keys[i] = g16(q + 2 * i);
+				simf_pkey_sw_table(g_f, n, (int)(mod >> 16), keys);
+			}
 			break;
 		}
 		st = sma_set_pkeys(n, mod, q);

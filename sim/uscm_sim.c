@@ -1445,10 +1445,20 @@ static void status_pkeys(const struct simf *f)
 	const struct simf_state *st = f->st;
 	int title = 0;
 
-	for (unsigned i = 1; i <= st->nnodes && i < SIMF_MAX_NODES; i++) {
+	for (unsigned i = 1; i <= st->nnodes + st->nswitches && i < SIMF_MAX_NODES; i++) {
 		const struct simf_node *nd = &st->nodes[i];
 		uint32_t v = simf_pkey_violations(f, (int)i);
 		int plain = nd->pkeys[0] == 0xFFFF;
+
+		if (i > st->nnodes) {
+			/* a switch: what its ports' partition enforcement dropped */
+			if (!v)
+				continue;
+			if (!title++)
+				printf("P_Keys (table entries in use; packets dropped for their P_Key):\n");
+			printf("  %-7s (switch ports)  P_Key violations %u\n", nd->name, v);
+			continue;
+		}
 
 		for (int k = 1; k < SIMF_PKEYS; k++)
 			if (nd->pkeys[k])
