@@ -393,3 +393,29 @@ Test(partitions, req_with_a_foreign_pkey_dropped_by_the_port)
 	cr_expect(!strstr(sout, "ping data"), "node4's server:\n%s", sout);
 	free(sout);
 }
+
+/* --partitions is OpenSM's: refused with the built-in SM, and a file that
+ * cannot be read is refused before any fabric starts. */
+Test(partitions, option_checks)
+{
+	char dir[64], *out = NULL;
+
+	if (!lt_have_sim())
+		tf_skip_missing("build/bin/uscm-sim is not built");
+	snprintf(dir, sizeof(dir), "/tmp/uscm-partitions-opt.XXXXXX");
+	cr_assert(mkdtemp(dir));
+	cr_expect_eq(lt_sh(&out, "%s/uscm-sim up --dir %s/f --no-uscmd --partitions /dev/null 2>&1", lt_bin(), dir),
+		     2, "%s", out);
+	cr_expect(strstr(out, "--partitions needs --sm opensm"), "%s", out);
+	free(out);
+	out = NULL;
+	cr_expect_eq(lt_sh(&out, "%s/uscm-sim up --dir %s/f --no-uscmd --sm opensm --partitions %s/none 2>&1",
+			   lt_bin(), dir, dir),
+		     2, "%s", out);
+	cr_expect(strstr(out, "--partitions") && strstr(out, "No such file"), "%s", out);
+	free(out);
+	out = NULL;
+	/* nothing was started */
+	cr_expect_neq(lt_sh(NULL, "test -e %s/f/fabric.state", dir), 0);
+	lt_sh(NULL, "rm -rf '%s'", dir);
+}
