@@ -353,7 +353,11 @@ static void set_sgid(struct cma_id *id, int gid_index)
 	if (gid_index < 0 || gid_index >= p->ngids)
 		gid_index = 0;
 	memcpy(&id->id.route.addr.addr.ibaddr.sgid, &p->gids[gid_index], 16);
-	id->id.route.addr.addr.ibaddr.pkey = htobe16(p->npkeys ? p->pkeys[0] : 0xFFFF);
+	/* The P_Key of the port's entry 0 with the full-membership bit, as
+	 * the kernel's IPoIB parent interface takes it (ipoib_add_port); its
+	 * route queries ask the SA for a path in that partition. */
+	id->id.route.addr.addr.ibaddr.pkey = htobe16(p->npkeys && (p->pkeys[0] & 0x7FFF) ?
+						     p->pkeys[0] | 0x8000 : 0xFFFF);
 }
 
 /* ---- the bind table ---------------------------------------------------------------- */
@@ -991,6 +995,15 @@ static int ip_resolve(struct cma_id *id, const struct sockaddr *dst, int timeout
 	return 0;
 }
 
+/* The P_Key an AF_IB address names (sib_pkey), or 0: none (other families,
+ * or a zero key, which is no partition: the port's entry 0 then). */
+static uint16_t ib_pkey_of(const struct sockaddr *a)
+{
+	if (a->sa_family != AF_IB)
+		return 0;
+	return (uint16_t)(be16toh(((const struct sockaddr_ib *)a)->sib_pkey) & 0xFFFF);
+}
+
 CMA_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id, struct sockaddr *src_addr,
 				 struct sockaddr *dst_addr, int timeout_ms)
 {
@@ -1069,7 +1082,11 @@ CMA_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id, struct sockaddr *src_
 		p = id->port;
 		if (!p) {
 			p = route_port(dgid, &gid_index);
-			if (!p) {
+			/* AF_IB names its partition (sib_pkey): a port without
+			 * that P_Key cannot reach it (the kernel's
+			 * cma_resolve_ib_dev: -ENODEV) */
+			if (!p || (ib_pkey_of(dst_addr) && !p->roce &&
+				   cma_port_pkey_index(p, ib_pkey_of(dst_addr)) < 0)) {
 				cma_unlock();
 				return cma_fail(ENODEV);
 			}
@@ -1083,6 +1100,13 @@ CMA_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id, struct sockaddr *src_
 			set_sgid(id, gid_index);
 		}
 		memcpy(&id->id.route.addr.addr.ibaddr.dgid, dgid, 16);
+		if (ib_pkey_of(dst_addr) && !p->roce) {
+			/* the id's partition is the one AF_IB named, as the
+			 * kernel's cma_bind_addr copies it into the source */
+			id->id.route.addr.addr.ibaddr.pkey = htobe16(ib_pkey_of(dst_addr));
+			if (src->sa_family == AF_IB)
+				((struct sockaddr_ib *)src)->sib_pkey = htobe16(ib_pkey_of(dst_addr));
+		}
 		/* The source address, when bound to a wildcard: ours from the
 		 * hosts file, or the IP our RoCE GID encodes. */
 		if (cma_addr_any(src) && src->sa_family != AF_IB) {

@@ -605,6 +605,24 @@ static int has_pkey(const struct simf_node *nd, uint16_t pkey)
 	return 0;
 }
 
+/* The P_Key of a path between sn and dn, as OpenSM's SA picks it: the one
+ * asked for (want >= 0) when both ports hold it and one of them as a full
+ * member, else (not asked) the first of sn's table that dn shares so; 0
+ * when they share none (no path: two limited members do not talk). */
+static uint16_t path_pkey(const struct simf_node *sn, const struct simf_node *dn, int want)
+{
+	for (int i = 0; i < SIMF_PKEYS; i++) {
+		uint16_t a = sn->pkeys[i];
+
+		if (!(a & 0x7FFF) || (want >= 0 && (a & 0x7FFF) != (want & 0x7FFF)))
+			continue;
+		for (int j = 0; j < SIMF_PKEYS; j++)
+			if (simf_pkey_match(a, dn->pkeys[j]))
+				return want >= 0 ? (uint16_t)want : a;
+	}
+	return 0;
+}
+
 static void sa_path_record(const struct req *r)
 {
 	const struct simf_state *st = g_f->st;
@@ -613,7 +631,7 @@ static void sa_path_record(const struct req *r)
 	uint8_t method = r->mad[3];
 	struct table t = { .reclen = PR_LEN };
 	int s_fix = -1, d_fix = -1;
-	uint16_t pkey = (cm & PR_PKEY) ? g16(q + 50) : 0xFFFF;
+	int want_pkey = (cm & PR_PKEY) ? g16(q + 50) : -1;
 
 	if (method != UMAD_METHOD_GET && method != UMAD_SA_METHOD_GET_TABLE) {
 		send_status(r, UMAD_STATUS_METHOD_NOT_SUPPORTED);
@@ -666,12 +684,13 @@ static void sa_path_record(const struct req *r)
 		for (int d = 0; d <= (int)st->nnodes; d++) {
 			const struct simf_node *sn = &st->nodes[s], *dn = &st->nodes[d];
 			uint8_t *p;
+			uint16_t pkey;
 
 			if (d_fix != -1 && d != d_fix)
 				continue;
 			if (!port_usable(sn) || !port_usable(dn))
 				continue;
-			if (!has_pkey(sn, pkey) || !has_pkey(dn, pkey))
+			if (!(pkey = path_pkey(sn, dn, want_pkey)))
 				continue;
 			p = table_add(&t);
 			if (!p)
@@ -687,7 +706,7 @@ static void sa_path_record(const struct req *r)
 					    ((cm & PR_HOP_LIMIT) ? q[47] : 0));
 			p[48] = (cm & PR_TCLASS) ? q[48] : 0;
 			p[49] = 0x80; /* Reversible, NumbPath 0 */
-			p16(p + 50, pkey == 0xFFFF || !(cm & PR_PKEY) ? 0xFFFF : pkey);
+			p16(p + 50, pkey);
 			p16(p + 52, (cm & PR_SL) ? (g16(q + 52) & 0xF) : 0); /* QoSClass 0, SL */
 			p[54] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | FAB_MTU);
 			p[55] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | FAB_RATE);
@@ -1093,6 +1112,13 @@ static void put_port_info(uint8_t *pi, const struct simf_node *nd, int idx)
 	pi[41] = PORT_MTU_CAP;                        /* InitTypeReply 0, MTUCap */
 	pi[42] = 0 << 5 | 19;                         /* VLStallCount, HOQLife */
 	pi[43] = 4 << 4;                              /* OperationalVLs VL0-7 */
+	{
+		/* P_KeyViolations: what the port dropped for its P_Key (the
+		 * drop-ins count it), saturating at 16 bits */
+		uint32_t v = simf_pkey_violations(g_f, idx);
+
+		p16(pi + 46, (uint16_t)(v > 0xFFFF ? 0xFFFF : v));
+	}
 	pi[50] = PORT_GUID_CAP;                       /* GUIDCap */
 	pi[51] = 18;                                  /* SubnetTimeOut */
 	pi[52] = SA_RESP_TIME;                        /* RespTimeValue */
@@ -1439,6 +1465,8 @@ static void sma_port_info(int n, const struct simf_node *nd, int port, uint8_t *
 	d[33] = (uint8_t)((cur[33] & 0xF0) | (d[33] & 0x0F)); /* PortPhysicalState */
 	d[34] = (uint8_t)((d[34] & 0xC0) | (cur[34] & 7));   /* M_KeyProtectBits, LMC */
 	d[51] &= 0x7F;                             /* ClientReregister reads as 0 */
+	if (!is_sw(nd))
+		memcpy(d + 46, cur + 46, 2);       /* P_KeyViolations: counted live */
 }
 
 /* The data of a SubnGet(attr, mod) on node n into d (64 bytes, zeroed):
@@ -1672,6 +1700,8 @@ static uint16_t sma_set_port_info(int n, uint32_t mod, const uint8_t *q)
 	if (q[43] >> 4)
 		put_bits(w, q, 43, 0xF0);              /* OperationalVLs */
 	put_bits(w, q, 43, 0x0F);                      /* partition enforcement, raw filters */
+	if (ext) /* the fabric enforces them (simf_pkey_route_ok) */
+		simf_pkey_sw_enforce(g_f, n, port, w[43] & 0x08, w[43] & 0x04);
 	put_bits(w, q, 51, 0x1F);                      /* SubnetTimeOut */
 	w[53] = q[53];                                 /* LocalPhyErrors, OverrunErrors */
 	if ((q[63] & 0x1F) == 0x1F)
@@ -1769,8 +1799,14 @@ static uint16_t sma_set(int n, uint16_t attr, uint32_t mod, const uint8_t *q, ui
 	case SMP_ATTR_PKEY_TABLE:
 		if (is_sw(&g_f->st->nodes[n]) && (mod >> 16) > 0) {
 			st = sma_get(n, attr, mod, d); /* checks the modifier */
-			if (!st)
+			if (!st) {
+				uint16_t keys[SIMF_SW_PKEYS];
+
 				memcpy(kv_find(n, attr, mod, 1)->d, q, SMP_DATA_LEN);
+				for (int i = 0; i < SIMF_SW_PKEYS; i++)
+					keys[i] = g16(q + 2 * i);
+				simf_pkey_sw_table(g_f, n, (int)(mod >> 16), keys);
+			}
 			break;
 		}
 		st = sma_set_pkeys(n, mod, q);
@@ -1999,7 +2035,10 @@ static int write_osm_conf(const char *odir, const char *conf)
 	return fclose(fp);
 }
 
-static pid_t start_opensm(const char *libpath)
+/* partitions: OpenSM's partition config file (-P), or NULL: then its
+ * partition_config_file in D/opensm/ (absent: every port a full member
+ * of the default partition). */
+static pid_t start_opensm(const char *libpath, const char *partitions)
 {
 	struct simf_state *st = g_f->st;
 	char odir[600], conf[700], cache[700], out[700], issm[700];
@@ -2050,6 +2089,10 @@ static pid_t start_opensm(const char *libpath)
 		argv[ac++] = bin;
 		argv[ac++] = "-F";
 		argv[ac++] = conf;
+		if (partitions) {
+			argv[ac++] = "-P";
+			argv[ac++] = partitions;
+		}
 		for (char *w = words ? strtok_r(words, " ", &save) : NULL; w && ac < 15;
 		     w = strtok_r(NULL, " ", &save))
 			argv[ac++] = w;
@@ -2061,8 +2104,8 @@ static pid_t start_opensm(const char *libpath)
 	simf_lock(g_f);
 	st->sm_pid = pid;
 	simf_unlock(g_f);
-	logf_("opensm (pid %d) on %s: config, log and cache in %s", (int)pid, st->nodes[st->sm_node].name,
-	      odir);
+	logf_("opensm (pid %d) on %s: config, log and cache in %s%s%s", (int)pid, st->nodes[st->sm_node].name,
+	      odir, partitions ? "; partitions from " : "", partitions ? partitions : "");
 	return pid;
 }
 
@@ -2098,14 +2141,14 @@ static void on_signal(int sig)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: uscm-sim-sm [--dir D] [--fd N] [--lib-path P] [-v]\n"
+	fprintf(stderr, "usage: uscm-sim-sm [--dir D] [--fd N] [--lib-path P] [--partitions FILE] [-v]\n"
 			"  The fabric's SM/SA (node 0); normally started by `uscm-sim start`.\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	const char *dir = NULL, *libpath = NULL;
+	const char *dir = NULL, *libpath = NULL, *partitions = NULL;
 	int fd = -1, slot = -1, external;
 	struct stat st0, st1;
 	char path[512];
@@ -2120,6 +2163,8 @@ int main(int argc, char **argv)
 			fd = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--lib-path") == 0 && i + 1 < argc)
 			libpath = argv[++i];
+		else if (strcmp(argv[i], "--partitions") == 0 && i + 1 < argc)
+			partitions = argv[++i];
 		else if (strcmp(argv[i], "-v") == 0)
 			g_verbose = 1;
 		else
@@ -2194,7 +2239,7 @@ int main(int argc, char **argv)
 		for (unsigned i = 0; i < SIMF_MAX_NODES; i++)
 			g_sma_fd[i] = -1;
 	if (external) {
-		g_osm_pid = start_opensm(libpath);
+		g_osm_pid = start_opensm(libpath, partitions);
 		if (g_osm_pid < 0)
 			return 1;
 	}

@@ -42,7 +42,7 @@
 #include <sys/types.h>
 
 #define SIMF_MAGIC 0x55534631u /* "USF1" */
-#define SIMF_VERSION 7
+#define SIMF_VERSION 8
 #define SIMF_IP_GIDS 4         /* IPv6 RoCE GIDs per node (struct simf_node) */
 #define SIMF_MAX_NODES 128     /* node 0 = SM/SA, 1..127 = node1..node127 and switches */
 #define SIMF_MAX_AGENTS 32     /* umad agents per node */
@@ -57,6 +57,7 @@
 #define SIMF_QKEY_GSI 0x80010000u
 #define SIMF_MAX_PORTS 36      /* ports of a switch (1..36; 0 = its management port) */
 #define SIMF_MAX_SWITCHES 24
+#define SIMF_SW_PKEYS 32       /* a switch port's P_Key table (PartitionEnforcementCap) */
 #define SIMF_LFT_CAP 0xC000    /* a switch's LinearFDBCap: unicast LIDs 0..0xBFFF */
 #define SIMF_MFT_CAP 1024      /* a switch's MulticastFDBCap: MLIDs 0xC000..0xC3FF */
 
@@ -237,6 +238,16 @@ struct simf_state {
 				 * topology, or two nodes back to back under OpenSM */
 	uint32_t nswitches;     /* switches: nodes nnodes+1 .. nnodes+nswitches */
 	struct simf_switch sw[SIMF_MAX_SWITCHES];
+	/* v7: packets each node's port dropped because their P_Key matched
+	 * no entry of its table (GMPs on QP1) or not the receiving QP's
+	 * (data): PortInfo P_KeyViolations (simf_pkey.c) */
+	uint32_t pkey_violations[SIMF_MAX_NODES];
+	/* v7: switches' external ports as the SM set them: the P_Key table
+	 * (block 0, PartitionEnforcementCap 32 entries) and PortInfo's
+	 * PartitionEnforcementInbound (bit 0) / Outbound (bit 1); bit 7: the
+	 * table was set (until then it is the SMA's default, 0xFFFF alone) */
+	uint16_t sw_pkeys[SIMF_MAX_SWITCHES][SIMF_MAX_PORTS + 1][SIMF_SW_PKEYS];
+	uint8_t sw_penf[SIMF_MAX_SWITCHES][SIMF_MAX_PORTS + 1];
 };
 
 struct simf {
@@ -251,6 +262,28 @@ struct simf {
 	int pcap_fd;
 	void *priv;             /* simf.c's private per-handle state (v2) */
 };
+
+/* ---- P_Keys (simf_pkey.c) -------------------------------------------------- */
+
+/* Do packets with P_Key a reach a receiver holding b (or the reverse)?
+ * The same partition (low 15 bits, not 0) and at least one full member. */
+int simf_pkey_match(uint16_t a, uint16_t b);
+/* The first index of node n's P_Key table that matches pkey, or -1. */
+int simf_pkey_index(const struct simf *f, int n, uint16_t pkey);
+/* Counts a packet node n's port dropped for its P_Key; and the count. */
+void simf_pkey_violation(struct simf *f, int n);
+uint32_t simf_pkey_violations(const struct simf *f, int n);
+/* Do the switches on the LID route from src to dlid let a packet with this
+ * P_Key pass? A switch port with PartitionEnforcementInbound (packets
+ * entering) or Outbound (leaving) drops a packet whose partition (low 15
+ * bits) is none of its table's; such a drop counts as that switch's P_Key
+ * violation. 1 on a fabric without switches, for an unrouted DLID (the
+ * route decides), and for VL15 traffic (callers pass SMPs no P_Key check). */
+int simf_pkey_route_ok(struct simf *f, int src, uint16_t dlid, uint16_t pkey);
+/* The SMA of switch node n: port's P_Key table (SIMF_SW_PKEYS keys) and
+ * its PortInfo PartitionEnforcementInbound / Outbound, as SubnSet wrote them. */
+void simf_pkey_sw_table(struct simf *f, int n, int port, const uint16_t *keys);
+void simf_pkey_sw_enforce(struct simf *f, int n, int port, int inbound, int outbound);
 
 /* ---- fabric state --------------------------------------------------------- */
 

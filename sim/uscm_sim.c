@@ -62,6 +62,7 @@ struct opts {
 	enum simf_umad_access umad_access;
 	enum simf_sm_kind sm;   /* --sm builtin|opensm */
 	const char *topo;       /* --topo FILE|fat-tree:L,S,H|chain:S,H */
+	const char *partitions; /* --partitions FILE: opensm's partition config (-P) */
 	int start_opts;         /* any start-only option given */
 };
 
@@ -71,7 +72,8 @@ static void usage_to(FILE *out, int rc)
 		"usage: uscm-sim COMMAND [options]\n"
 		"  start [--dir D] [--nodes N] [--link ib|roce] [--seed S] [--pcap FILE]\n"
 		"        [--fault SPEC]... [--no-uscmd] [--umad-access root|all] [--netns]\n"
-		"        [--dev-infiniband] [--sm builtin|opensm] [--topo SPEC] [-v]\n"
+		"        [--dev-infiniband] [--sm builtin|opensm] [--topo SPEC]\n"
+		"        [--partitions FILE] [-v]\n"
 		"                                   start a fabric (default 2 nodes, IB) and one uscmd\n"
 		"                                   (host service) per node            (alias: up)\n"
 		"        --no-uscmd                 no uscmd (in-process programs own the CM agents)\n"
@@ -88,6 +90,8 @@ static void usage_to(FILE *out, int rc)
 		"                                   topology file, or L leaves with H hosts each under\n"
 		"                                   S spines, or S switches in a line with H hosts each;\n"
 		"                                   its CAs are node1..N (D/topology has the result)\n"
+		"        --partitions FILE          (--sm opensm) OpenSM's partition configuration\n"
+		"                                   (partitions.conf), opensm's partition config file\n"
 		"        --umad-access root|all     who may open /dev/infiniband/umadN (default root,\n"
 		"                                   as on a real host; verbs are open to every user)\n"
 		"  stop [--dir D]                   stop the uscmds, then the SM and every node\n"
@@ -202,6 +206,9 @@ static int parse_opts(int argc, char **argv, int i, struct opts *o)
 			o->no_uscmd = 1; /* run on a running fabric: no USCM_SOCKET */
 		} else if (strcmp(a, "--topo") == 0 && i + 1 < argc) {
 			o->topo = argv[++i];
+			o->start_opts = 1;
+		} else if (strcmp(a, "--partitions") == 0 && i + 1 < argc) {
+			o->partitions = argv[++i];
 			o->start_opts = 1;
 		} else if (strcmp(a, "--sm") == 0 && i + 1 < argc) {
 			const char *v = argv[++i];
@@ -1127,7 +1134,7 @@ static int claim_instance(const char *absdir, unsigned *inst)
 	return -1;
 }
 
-static pid_t spawn_sm(const char *dir, int claim_fd, int verbose)
+static pid_t spawn_sm(const char *dir, int claim_fd, int verbose, const char *partitions)
 {
 	char sm[PATH_MAX], fdbuf[16], logp[PATH_MAX + 16], lp[2 * PATH_MAX + 8];
 	pid_t pid;
@@ -1157,10 +1164,26 @@ static pid_t spawn_sm(const char *dir, int claim_fd, int verbose)
 			dup2(log, 2);
 		}
 		fcntl(claim_fd, F_SETFD, 0);
-		if (verbose)
-			execl(sm, "uscm-sim-sm", "--dir", dir, "--fd", fdbuf, "--lib-path", lp, "-v", (char *)NULL);
-		else
-			execl(sm, "uscm-sim-sm", "--dir", dir, "--fd", fdbuf, "--lib-path", lp, (char *)NULL);
+		{
+			const char *av[12];
+			int ac = 0;
+
+			av[ac++] = "uscm-sim-sm";
+			av[ac++] = "--dir";
+			av[ac++] = dir;
+			av[ac++] = "--fd";
+			av[ac++] = fdbuf;
+			av[ac++] = "--lib-path";
+			av[ac++] = lp;
+			if (partitions && *partitions) {
+				av[ac++] = "--partitions";
+				av[ac++] = partitions;
+			}
+			if (verbose)
+				av[ac++] = "-v";
+			av[ac] = NULL;
+			execv(sm, (char *const *)av);
+		}
 		_exit(127);
 	}
 	return pid;
@@ -1186,7 +1209,7 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 	const char *dir = fabric_dir(o);
 	struct simf_fault rules[SIMF_MAX_FAULTS];
 	static struct simf_topo topo;
-	char pcap[PATH_MAX];
+	char pcap[PATH_MAX], partitions[PATH_MAX] = "";
 	struct simf *f;
 	unsigned inst = 0;
 	int nrules, claim;
@@ -1215,6 +1238,17 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 		/* without a topology two ports are cabled back to back */
 		fprintf(stderr, "uscm-sim: --sm opensm needs --link ib and 2 nodes, or a --topo\n");
 		return 2;
+	}
+	if (o->partitions) {
+		/* OpenSM reads it (-P); the built-in SM has no partition config */
+		if (o->sm != SIMF_SM_OPENSM) {
+			fprintf(stderr, "uscm-sim: --partitions needs --sm opensm\n");
+			return 2;
+		}
+		if (!realpath(o->partitions, partitions) || access(partitions, R_OK) < 0) {
+			fprintf(stderr, "uscm-sim: --partitions %s: %s\n", o->partitions, strerror(errno));
+			return 2;
+		}
 	}
 	f = attach_quiet(dir);
 	if (f) {
@@ -1332,7 +1366,7 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 	if (o->umad_access == SIMF_UMAD_ROOT && geteuid() != 0)
 		fprintf(stderr, "uscm-sim: note: only root may open umad ports on this fabric (--umad-access root) "
 				"and you are not root\n");
-	sm = spawn_sm(absdir, claim, o->verbose);
+	sm = spawn_sm(absdir, claim, o->verbose, partitions);
 	close(claim);
 	if (sm < 0) {
 		fprintf(stderr, "uscm-sim: cannot start uscm-sim-sm: %s\n", strerror(errno));
@@ -1404,6 +1438,44 @@ static const char *port_state_str(unsigned s)
 	}
 }
 
+
+/* The CAs' P_Key tables as the SM set them and the packets each port
+ * dropped for their P_Key, when either is not the default (0xFFFF only,
+ * nothing dropped). */
+static void status_pkeys(const struct simf *f)
+{
+	const struct simf_state *st = f->st;
+	int title = 0;
+
+	for (unsigned i = 1; i <= st->nnodes + st->nswitches && i < SIMF_MAX_NODES; i++) {
+		const struct simf_node *nd = &st->nodes[i];
+		uint32_t v = simf_pkey_violations(f, (int)i);
+		int plain = nd->pkeys[0] == 0xFFFF;
+
+		if (i > st->nnodes) {
+			/* a switch: what its ports' partition enforcement dropped */
+			if (!v)
+				continue;
+			if (!title++)
+				printf("P_Keys (table entries in use; packets dropped for their P_Key):\n");
+			printf("  %-7s (switch ports)  P_Key violations %u\n", nd->name, v);
+			continue;
+		}
+
+		for (int k = 1; k < SIMF_PKEYS; k++)
+			if (nd->pkeys[k])
+				plain = 0;
+		if (plain && !v)
+			continue;
+		if (!title++)
+			printf("P_Keys (table entries in use; packets dropped for their P_Key):\n");
+		printf("  %-7s", nd->name);
+		for (int k = 0; k < SIMF_PKEYS; k++)
+			if (nd->pkeys[k])
+				printf(" [%d] 0x%04x", k, nd->pkeys[k]);
+		printf("  P_Key violations %u\n", v);
+	}
+}
 static int cmd_status(const struct opts *o)
 {
 	const char *dir = fabric_dir(o);
@@ -1450,6 +1522,7 @@ static int cmd_status(const struct opts *o)
 		       (unsigned long long)nd->tx_dropped, (unsigned long long)nd->tx_duplicated,
 		       (unsigned long long)nd->tx_delayed, pids[0] ? pids : "-");
 	}
+	status_pkeys(f);
 	if (st->nswitches) {
 		printf("switches (topology in %s/topology):\n", f->dir);
 		for (unsigned i = st->nnodes + 1; i <= st->nnodes + st->nswitches && i < SIMF_MAX_NODES; i++) {

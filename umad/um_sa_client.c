@@ -255,15 +255,16 @@ int um_sa_client_handle(struct um_sa_client *c, const struct um_rx *rx)
 		return 1;
 	}
 	sa_status = m.hdr.status;
-	if (!sa_status && m.nrecords >= 1) {
+	if (!sa_status && m.nrecords >= 1)
 		status = 0;
-	} else {
-		uint8_t cls = (uint8_t)(sa_status >> 8);
-		status = (cls == UMAD_SA_STATUS_NO_RECORDS || cls == UMAD_SA_STATUS_INVALID_GID ||
-			  (!sa_status && !m.nrecords))
-				 ? -EHOSTUNREACH
-				 : -EPROTO;
-	}
+	else if (!sa_status)
+		status = -EHOSTUNREACH; /* a GetResp without a record */
+	else
+		/* As the kernel's ib_sa (recv_handler): any SA status is
+		 * -EINVAL for the caller — no path (NO_RECORDS: no shared
+		 * partition, a port down), an unknown GID, the rest — which
+		 * rdma_cm hands on as ROUTE_ERROR's status. */
+		status = -EINVAL;
 	p->cb(p->ctx, status, status ? NULL : &m.u.pr);
 	free(p);
 	return 1;

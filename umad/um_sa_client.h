@@ -26,8 +26,11 @@ struct um_sa_client;
 
 /* status: 0 with the first record in *pr, or a negative errno:
  *   -ETIMEDOUT     no answer after every retry;
- *   -EHOSTUNREACH  the SA knows no path (status NO_RECORDS / INVALID_GID);
- *   -EPROTO        any other SA / MAD status, or a malformed answer;
+ *   -EINVAL        the SA answered with a status (no path: NO_RECORDS, an
+ *                  unknown GID: INVALID_GID, any other), as the kernel's
+ *                  ib_sa reports every SA status;
+ *   -EHOSTUNREACH  a GetResp with status 0 and no record;
+ *   -EPROTO        a malformed answer;
  *   -ECANCELED     the client is being freed. */
 typedef void (*um_sa_path_cb)(void *ctx, int status, const struct um_sa_path_rec *pr);
 

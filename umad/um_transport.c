@@ -313,6 +313,20 @@ int um_port_send_cm(struct um_port *p, const struct cmp_addr *dst, const uint8_t
 	return send_common(p, p->agent[UM_AGENT_CM], dst, mad, 0, 0);
 }
 
+/* The P_Key index SA queries go out with, as the kernel's ib_sa picks it
+ * for the SM's address: the default partition's full key 0xFFFF, else its
+ * limited key 0x7FFF (the SM is a full member of the default partition,
+ * so both reach it), else index 0. Not index 0 blindly: with OpenSM's
+ * `indx0` a port's entry 0 may be a partition the SM's port is not in. */
+static int sa_pkey_index(const struct um_port *p)
+{
+	for (int want = 0; want < 2; want++)
+		for (int i = 0; i < p->npkeys; i++)
+			if (p->pkeys[i] == (want ? 0x7FFF : 0xFFFF))
+				return i;
+	return 0;
+}
+
 int um_port_send_sa(struct um_port *p, const uint8_t mad[CMP_MAD_SIZE], int timeout_ms,
 		    int retries)
 {
@@ -330,7 +344,7 @@ int um_port_send_sa(struct um_port *p, const uint8_t mad[CMP_MAD_SIZE], int time
 	memset(p->txbuf, 0, umad_size());
 	umad_set_addr(p->txbuf, sm.lid, (int)sm.qpn, sm.sl, (int)sm.qkey);
 	umad_set_grh(p->txbuf, NULL);
-	umad_set_pkey(p->txbuf, 0);
+	umad_set_pkey(p->txbuf, sa_pkey_index(p));
 	return send_common(p, p->agent[UM_AGENT_SA], &sm, mad, timeout_ms, retries);
 }
 

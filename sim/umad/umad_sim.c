@@ -297,7 +297,7 @@ static int roce(void) { return G.f->st->link == SIMF_LINK_ROCE; }
 
 static int pkey_match(uint16_t a, uint16_t b)
 {
-	return (a & 0x7FFF) && (a & 0x7FFF) == (b & 0x7FFF) && ((a | b) & 0x8000);
+	return simf_pkey_match(a, b);
 }
 
 static int sort_names_cmp(const void *a, const void *b)
@@ -1014,6 +1014,14 @@ static int xmit(struct uport *up, const ib_mad_addr_t *a, uint8_t *pkt, int *dst
 		DBG(1, "no node at lid %u: MAD lost", be16toh(a->lid));
 		return 0;
 	}
+	/* a GMP (VL0; SMPs on VL15 are never partition-checked) crossing a
+	 * switch port that enforces partitions without its P_Key is lost */
+	if (!roce() && !smi_class(M_CLASS(mad)) &&
+	    !simf_pkey_route_ok(G.f, G.self, be16toh(a->lid), (uint16_t)(pkt[2] << 8 | pkt[3]))) {
+		DBG(1, "P_Key 0x%04x not let through by a switch on the way to lid %u: MAD lost",
+		    pkt[2] << 8 | pkt[3], be16toh(a->lid));
+		return 0;
+	}
 	dport = dest_port(up, dst, qpn, mad, unserved);
 	DBG(2, "fd %d -> %s:%u class 0x%02x method 0x%02x attr 0x%04x tid 0x%016" PRIx64, up->ufd,
 	    node(dst)->name, dport, M_CLASS(mad), M_METHOD(mad), get16(mad + 16), get64(mad + 8));
@@ -1450,6 +1458,7 @@ static void rx_datagram(struct uport *up, uint8_t *pkt, size_t len, int src, uin
 				break;
 			}
 		if (pkey_index < 0) {
+			simf_pkey_violation(G.f, G.self);
 			drop("P_Key not in the P_Key table", src);
 			return;
 		}

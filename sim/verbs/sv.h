@@ -115,6 +115,7 @@ struct sv_ctx {
 	int port_state;               /* last seen, for port events */
 	uint32_t bad_pkey, qkey_viol; /* port counters */
 	uint16_t port_lid;
+	uint16_t port_pkeys[SIMF_PKEYS]; /* last seen, for IBV_EVENT_PKEY_CHANGE */
 };
 
 struct sv_pd {

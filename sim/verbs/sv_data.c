@@ -106,9 +106,21 @@ static uint16_t qp_pkey(const struct sv_qp *q)
 	return sv_pkey(q->ctx, q->pkey_index);
 }
 
+/* Where a packet of q to av goes: av_node, or -1 when a switch on the way
+ * enforces partitions and its port lacks the QP's P_Key (lost, as there). */
+static int av_node_tx(const struct sv_qp *q, const struct ibv_ah_attr *av)
+{
+	int n = av_node(q->ctx, av);
+
+	if (n >= 0 && q->ctx->link != SIMF_LINK_ROCE && av->dlid &&
+	    !simf_pkey_route_ok(q->ctx->f, q->ctx->node, av->dlid, qp_pkey(q)))
+		return -1;
+	return n;
+}
+
 static int pkey_ok(uint16_t a, uint16_t b)
 {
-	return (a & 0x7FFF) && (a & 0x7FFF) == (b & 0x7FFF) && ((a | b) & 0x8000);
+	return simf_pkey_match(a, b);
 }
 
 /* Builds the BTH; returns its length. */
@@ -336,7 +348,7 @@ static int send_packet(struct sv_qp *q, struct sv_swqe *w, uint32_t pkt)
 {
 	static __thread uint8_t buf[SV_PKT_MAX + 64];
 	uint32_t mtu = mtu_bytes(q->mtu), psn = psn_add(w->first_psn, pkt), off = pkt * mtu;
-	int uc = q->qp.qp_type == IBV_QPT_UC, node = av_node(q->ctx, &q->av);
+	int uc = q->qp.qp_type == IBV_QPT_UC, node = av_node_tx(q, &q->av);
 	int xrc = q->qp.qp_type == IBV_QPT_XRC_SEND;
 	int first = pkt == 0, last = pkt + 1 == w->npkts, ackreq;
 	uint32_t n = 0;
@@ -699,7 +711,7 @@ static void send_ack(struct sv_qp *q, uint32_t psn, uint8_t syn)
 
 	put32(buf + len, (uint32_t)syn << 24 | (q->r.msn & 0xFFFFFF));
 	len += AETH_LEN;
-	xmit(q, av_node(q->ctx, &q->av), q->dest_qpn, buf, len, 0);
+	xmit(q, av_node_tx(q, &q->av), q->dest_qpn, buf, len, 0);
 }
 
 static int take_rwqe(struct sv_qp *q, struct sv_rwqe *out)
@@ -766,7 +778,7 @@ static void do_read(struct sv_qp *q, uint32_t psn, uint64_t va, uint32_t rkey, u
 {
 	static __thread uint8_t buf[SV_PKT_MAX + 64];
 	uint32_t mtu = mtu_bytes(q->mtu), npkts = dlen ? (dlen + mtu - 1) / mtu : 1, i;
-	int node = av_node(q->ctx, &q->av);
+	int node = av_node_tx(q, &q->av);
 	const uint8_t *src = NULL;
 
 	if (dlen) {
@@ -801,7 +813,7 @@ static void send_atomic_ack(struct sv_qp *q, uint32_t psn, uint64_t orig)
 	put32(buf + len, (uint32_t)AETH_ACK << 24 | (q->r.msn & 0xFFFFFF));
 	put64(buf + len + AETH_LEN, orig);
 	len += AETH_LEN + ATOMIC_ACK_LEN;
-	xmit(q, av_node(q->ctx, &q->av), q->dest_qpn, buf, len, 0);
+	xmit(q, av_node_tx(q, &q->av), q->dest_qpn, buf, len, 0);
 }
 
 static void rx_request(struct sv_qp *q, int src, const struct simf_bth *b, const uint8_t *p, size_t n)
@@ -1201,7 +1213,7 @@ static int ud_send(struct sv_qp *q, struct sv_swqe *w)
 		}
 		return 0;
 	}
-	xmit(q, av_node(c, av), w->remote_qpn, buf, len, w->len);
+	xmit(q, av_node_tx(q, av), w->remote_qpn, buf, len, w->len);
 	return 0;
 }
 
@@ -1427,8 +1439,11 @@ static void rx_packet(struct sv_qp *q, int src, uint16_t sport, uint8_t *pkt, si
 	if (b.dest_qp != q->qp.qp_num && !(b.dest_qp == 0xFFFFFF && t == IBV_QPT_UD))
 		return;
 	if (!pkey_ok(b.pkey, qp_pkey(q))) {
+		/* P_Key violation: the port counts it (PortInfo
+		 * P_KeyViolations), the device too (bad_pkey_cntr) */
 		q->ctx->bad_pkey++;
-		return;   /* P_Key violation */
+		simf_pkey_violation(q->ctx->f, q->ctx->node);
+		return;
 	}
 	n = len - SIMF_BTH_LEN - SIMF_ICRC_LEN;
 	if (b.pad > n)
@@ -1544,6 +1559,14 @@ static void port_watch(struct sv_ctx *c)
 		}
 		c->port_lid = lid;
 	}
+	/* the SM rewrote the P_Key table (SubnSet P_KeyTable: OpenSM's
+	 * partitions): the HCA raises PKEY_CHANGE, as the kernel's cache
+	 * does on hardware */
+	if (memcmp(c->port_pkeys, c->f->st->nodes[c->node].pkeys, sizeof(c->port_pkeys))) {
+		memcpy(c->port_pkeys, c->f->st->nodes[c->node].pkeys, sizeof(c->port_pkeys));
+		ev.event_type = IBV_EVENT_PKEY_CHANGE;
+		sv_async_push(c, &ev);
+	}
 }
 
 static void *progress(void *arg)
@@ -1621,6 +1644,7 @@ int sv_progress_start(struct sv_ctx *c)
 
 	c->port_state = port_state_now(c);
 	c->port_lid = sv_node_lid(c, c->node);
+	memcpy(c->port_pkeys, c->f->st->nodes[c->node].pkeys, sizeof(c->port_pkeys));
 	c->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (c->epfd < 0)
 		return -1;

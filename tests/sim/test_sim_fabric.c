@@ -305,6 +305,49 @@ Test(fabric, path_record_errors)
 	}
 }
 
+/* The built-in SA's partitions follow OpenSM's rule: a path needs a P_Key
+ * both ports hold, one of them as a full member, and carries it. */
+Test(fabric, path_record_partitions)
+{
+	uint8_t pr[64] = { 0 };
+	const uint64_t lids = (1ull << 4) | (1ull << 5), pk = 1ull << 13;
+
+	start("--nodes 3 --link ib");
+	simf_lock(g_f);
+	/* node2: 0x8001 full, 0x0002 limited; node3: 0x0001 limited, 0x0002
+	 * limited; no default partition for either */
+	g_f->st->nodes[2].pkeys[0] = 0x8001;
+	g_f->st->nodes[2].pkeys[1] = 0x0002;
+	g_f->st->nodes[3].pkeys[0] = 0x0002;
+	g_f->st->nodes[3].pkeys[1] = 0x0001;
+	simf_unlock(g_f);
+	put16(pr + 40, 4); /* DLID node3 */
+	put16(pr + 42, 3); /* SLID node2 */
+	/* 0x0001: node2 full, node3 limited: a path, with the key asked */
+	put16(pr + 50, 0x8001);
+	cr_assert_eq(sa_call(1, 0x01, 0x0035, lids | pk, pr, 64, &g_r), 0);
+	cr_assert_eq(g_r.status, 0, "0x%04x", g_r.status);
+	cr_assert_eq(get16(g_r.data + 50), 0x8001);
+	/* 0x0002: both limited, no path */
+	put16(pr + 50, 0x0002);
+	cr_assert_eq(sa_call(1, 0x01, 0x0035, lids | pk, pr, 64, &g_r), 0);
+	cr_assert_eq(g_r.status, 0x0300, "two limited members: 0x%04x", g_r.status);
+	/* the default partition: neither holds it */
+	put16(pr + 50, 0xFFFF);
+	cr_assert_eq(sa_call(1, 0x01, 0x0035, lids | pk, pr, 64, &g_r), 0);
+	cr_assert_eq(g_r.status, 0x0300, "0xFFFF: 0x%04x", g_r.status);
+	/* no P_Key asked: the first of node2's keys node3 shares so */
+	cr_assert_eq(sa_call(1, 0x01, 0x0035, lids, pr, 64, &g_r), 0);
+	cr_assert_eq(g_r.status, 0, "0x%04x", g_r.status);
+	cr_assert_eq(get16(g_r.data + 50), 0x8001, "P_Key 0x%04x", get16(g_r.data + 50));
+	/* and from node3's side: its 0x0001 (limited) with node2's full key */
+	put16(pr + 40, 3);
+	put16(pr + 42, 4);
+	cr_assert_eq(sa_call(1, 0x01, 0x0035, lids, pr, 64, &g_r), 0);
+	cr_assert_eq(g_r.status, 0, "0x%04x", g_r.status);
+	cr_assert_eq(get16(g_r.data + 50), 0x0001, "P_Key 0x%04x", get16(g_r.data + 50));
+}
+
 Test(fabric, path_record_get_table_rmpp)
 {
 	int seen[4][4] = { { 0 } };

@@ -1057,6 +1057,10 @@ static void keys_enforced(void)
 	rc = child_wait(&col, 10000, msg, sizeof(msg));
 	cr_assert_eq(rc, 0, "collector: %s", msg);
 	cr_assert(strstr(msg, "attrs=0x0012,0x0013,0x0017,") != NULL, "received %s", msg);
+	/* the two GMPs whose P_Key node2's table lacks (0x0011: 0x8123, 0x0014:
+	 * 0x1234) are P_Key violations of its port (PortInfo P_KeyViolations) */
+	cr_expect_eq(simf_pkey_violations(g_f, 2), 2, "node2's P_Key violations: %u",
+		     simf_pkey_violations(g_f, 2));
 }
 
 Test(sim_umad, qkey_pkey_and_icrc_enforced)

@@ -1143,10 +1143,11 @@ static void pkey_a(int fd, void *arg)
 	__be16 pk;
 	int i;
 
-	(void)arg;
+	uint16_t key = arg ? *(const uint16_t *)arg : 0x8001;
+
 	ep_open(&e, IBV_QPT_UD, 4096, 0);
-	CHK(ibv_query_pkey(e.ctx, 1, 1, &pk) == 0 && be16toh(pk) == 0x8001);
-	CHK(ibv_get_pkey_index(e.ctx, 1, htobe16(0x8001)) == 1);
+	CHK(ibv_query_pkey(e.ctx, 1, 1, &pk) == 0 && be16toh(pk) == key);
+	CHK(ibv_get_pkey_index(e.ctx, 1, htobe16(key)) == 1);
 	ud_up_pkey(&e, 1);
 	CHK(read(fd, qpn, sizeof(qpn)) == sizeof(qpn) && read(fd, &lid, 2) == 2);
 	memset(&av, 0, sizeof(av));
@@ -1212,8 +1213,75 @@ Test(sim_verbs, ud_pkey_check, .fini = fabric_stop, .timeout = 60)
 	f->st->nodes[2].pkeys[1] = 0x0001;
 	f->st->nodes[2].pkeys[2] = 0x8002;
 	simf_unlock(f);
-	simf_detach(f);
 	run_pair(pkey_a, pkey_b, NULL, 20000);
+	/* the port counted the drop too (PortInfo P_KeyViolations) */
+	cr_expect_eq(simf_pkey_violations(f, 2), 1);
+	cr_expect_eq(simf_pkey_violations(f, 1), 0);
+	simf_detach(f);
+}
+
+/* Two limited members of a partition do not talk (IBTA 10.9.1.2): node1
+ * sends with 0x0003 (limited); node2 holds 0x8003 at index 1 (full: its QP
+ * receives) and 0x0003 at index 2 (limited: its QP's packet is dropped and
+ * counted), as a port OpenSM made a member of both kinds. */
+Test(sim_verbs, ud_pkey_limited_pair, .fini = fabric_stop, .timeout = 60)
+{
+	static const uint16_t key = 0x0003;
+	struct simf *f;
+
+	fabric_start("ib");
+	f = simf_attach_node(g_dir, -1);
+	cr_assert_not_null(f);
+	simf_lock(f);
+	f->st->nodes[1].pkeys[1] = 0x0003;
+	f->st->nodes[2].pkeys[1] = 0x8003;
+	f->st->nodes[2].pkeys[2] = 0x0003;
+	simf_unlock(f);
+	run_pair(pkey_a, pkey_b, (void *)&key, 20000);
+	cr_expect_eq(simf_pkey_violations(f, 2), 1);
+	simf_detach(f);
+}
+
+/* The SM rewriting a port's P_Key table (OpenSM's partitions) reaches
+ * ibv_get_async_event as PKEY_CHANGE, and ibv_query_pkey reads the new key. */
+static void child_pkey_change(int fd, void *arg)
+{
+	struct ibv_device **l = ibv_get_device_list(NULL);
+	struct ibv_context *ctx;
+	__be16 k;
+	char c = 'r';
+
+	(void)arg;
+	CHK(l && l[0]);
+	ctx = ibv_open_device(l[0]);
+	CHK(ctx);
+	ibv_free_device_list(l);
+	CHK(write(fd, &c, 1) == 1);
+	CHK(wait_async(ctx, IBV_EVENT_PKEY_CHANGE, 5000) == 0);
+	CHK(ibv_query_pkey(ctx, 1, 3, &k) == 0 && be16toh(k) == 0x8005);
+	CHK(ibv_close_device(ctx) == 0);
+}
+
+Test(sim_verbs, pkey_change_event, .fini = fabric_stop, .timeout = 60)
+{
+	struct simf *f;
+	int sv[2];
+	char c;
+
+	fabric_start("ib");
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	pid_t pid = spawn("node1", child_pkey_change, sv[1], sv[0], NULL);
+
+	close(sv[1]);
+	cr_assert_eq(read(sv[0], &c, 1), 1);
+	f = simf_attach_node(g_dir, -1);
+	cr_assert_not_null(f);
+	simf_lock(f);
+	f->st->nodes[1].pkeys[3] = 0x8005;
+	simf_unlock(f);
+	simf_detach(f);
+	close(sv[0]);
+	cr_assert_eq(reap(pid, 20000), 0);
 }
 
 /* ---- RC ---------------------------------------------------------------------------------------- */

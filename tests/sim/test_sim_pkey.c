@@ -1,0 +1,132 @@
+/* P_Keys in simf (sim/simf_pkey.c): the membership rule the drop-ins
+ * apply at a receiving port, a port's table lookup, and the partition
+ * enforcement of switch ports on a LID route (what OpenSM turns on with
+ * PortInfo PartitionEnforcementInbound / Outbound and a port's P_Key
+ * table), with the violations counted where the packet was dropped. */
+#include "simtest.h"
+
+static char *g_dir;
+static int g_claim = -1;
+static unsigned g_inst;
+
+static void setup(void)
+{
+	g_dir = st_mkdtemp();
+	g_claim = st_claim_instance(&g_inst);
+	cr_assert(g_claim >= 0, "no free transport instance");
+}
+
+static void teardown(void)
+{
+	if (g_claim >= 0)
+		close(g_claim);
+	st_rmrf(g_dir);
+	free(g_dir);
+}
+
+TestSuite(pkey, .init = setup, .fini = teardown, .timeout = 30);
+
+Test(pkey, membership_rule)
+{
+	/* same partition, one side full */
+	cr_expect(simf_pkey_match(0x8001, 0x8001));
+	cr_expect(simf_pkey_match(0x8001, 0x0001));
+	cr_expect(simf_pkey_match(0x0001, 0x8001));
+	/* two limited members never talk */
+	cr_expect(!simf_pkey_match(0x0001, 0x0001));
+	cr_expect(!simf_pkey_match(0x7FFF, 0x7FFF));
+	/* another partition, and the invalid key */
+	cr_expect(!simf_pkey_match(0x8001, 0x8002));
+	cr_expect(!simf_pkey_match(0x8000, 0x8000));
+	cr_expect(!simf_pkey_match(0x0000, 0xFFFF));
+}
+
+Test(pkey, table_index_and_counter)
+{
+	struct simf *f = simf_create(g_dir, SIMF_LINK_IB, 2, g_inst, 1, NULL);
+
+	cr_assert(f, "simf_create: %s", strerror(errno));
+	f->st->nodes[1].pkeys[0] = 0x7FFF;
+	f->st->nodes[1].pkeys[1] = 0x8001;
+	cr_expect_eq(simf_pkey_index(f, 1, 0xFFFF), 0);  /* full key, limited entry */
+	cr_expect_eq(simf_pkey_index(f, 1, 0x7FFF), -1); /* limited to limited */
+	cr_expect_eq(simf_pkey_index(f, 1, 0x0001), 1);
+	cr_expect_eq(simf_pkey_index(f, 1, 0x8002), -1);
+	cr_expect_eq(simf_pkey_violations(f, 1), 0);
+	simf_pkey_violation(f, 1);
+	simf_pkey_violation(f, 1);
+	cr_expect_eq(simf_pkey_violations(f, 1), 2);
+	cr_expect_eq(simf_pkey_violations(f, 2), 0);
+	simf_detach(f);
+}
+
+/* chain:2,2: node1,2 on sw1 (node5) ports 1,2; node3,4 on sw2 (node6)
+ * ports 1,2; sw1 port 4 - sw2 port 3. LIDs 11..14, switches 15, 16. */
+static struct simf *chain(void)
+{
+	static struct simf_topo t;
+	char err[256];
+	struct simf *f;
+	struct simf_switch *s1, *s2;
+
+	cr_assert_eq(simf_topo_generate("chain:2,2", &t, err, sizeof(err)), 0, "%s", err);
+	f = simf_create(g_dir, SIMF_LINK_IB, t.ncas, g_inst, 1, NULL);
+	cr_assert(f, "simf_create: %s", strerror(errno));
+	cr_assert_eq(simf_topo_apply(f, &t, err, sizeof(err)), 0, "%s", err);
+	for (int i = 1; i <= 4; i++)
+		cr_assert_eq(simf_set_lid(f, i, (uint16_t)(10 + i)), 0, "%s", strerror(errno));
+	f->st->nodes[5].lid = 15;
+	f->st->lft[15] = 6;
+	f->st->nodes[6].lid = 16;
+	f->st->lft[16] = 7;
+	s1 = &f->st->sw[0];
+	s2 = &f->st->sw[1];
+	s1->lft[11] = 1; s1->lft[12] = 2; s1->lft[13] = 4; s1->lft[14] = 4; s1->lft[15] = 0; s1->lft[16] = 4;
+	s2->lft[11] = 3; s2->lft[12] = 3; s2->lft[13] = 1; s2->lft[14] = 2; s2->lft[15] = 3; s2->lft[16] = 0;
+	s1->lft_top = s2->lft_top = 16;
+	return f;
+}
+
+Test(pkey, switch_ports_enforce_partitions)
+{
+	struct simf *f = chain();
+	uint16_t keys[SIMF_SW_PKEYS] = { 0 };
+
+	cr_assert_eq(simf_route_lid(f, 1, 14, NULL), 4);
+	/* no enforcement: anything passes */
+	cr_expect(simf_pkey_route_ok(f, 1, 14, 0x8005));
+	/* sw1's port 1 (node1's) enforces inbound with 0x8001 (and the
+	 * default partition as a limited member) */
+	keys[0] = 0x8001;
+	keys[1] = 0x7FFF;
+	simf_pkey_sw_table(f, 5, 1, keys);
+	simf_pkey_sw_enforce(f, 5, 1, 1, 1);
+	cr_expect(simf_pkey_route_ok(f, 1, 14, 0x8001));
+	cr_expect(simf_pkey_route_ok(f, 1, 14, 0x0001), "the partition, not the membership, is checked");
+	cr_expect(simf_pkey_route_ok(f, 1, 14, 0xFFFF), "a limited member's port passes a full key");
+	cr_expect(!simf_pkey_route_ok(f, 1, 14, 0x8002), "another partition enters");
+	cr_expect_eq(simf_pkey_violations(f, 5), 1, "counted at sw1");
+	/* outbound at sw2's port 2 (node4's): 0x8002 only; a table that was
+	 * never set is the SMA's default, 0xFFFF alone */
+	memset(keys, 0, sizeof(keys));
+	keys[0] = 0x8002;
+	simf_pkey_sw_table(f, 6, 2, keys);
+	simf_pkey_sw_enforce(f, 6, 2, 1, 1);
+	cr_expect(!simf_pkey_route_ok(f, 1, 14, 0x8001), "0x8001 leaves towards node4");
+	cr_expect_eq(simf_pkey_violations(f, 6), 1, "counted at sw2");
+	cr_expect(simf_pkey_route_ok(f, 1, 13, 0x8001), "node3's port does not enforce");
+	simf_pkey_sw_enforce(f, 6, 1, 1, 1);
+	cr_expect(!simf_pkey_route_ok(f, 1, 13, 0x8001), "node3's port enforces its default table");
+	cr_expect(simf_pkey_route_ok(f, 1, 13, 0xFFFF));
+	/* the way back from node4 enters sw2 at port 2: inbound */
+	cr_expect(simf_pkey_route_ok(f, 4, 11, 0x8002) == 0, "0x8002 is not in sw1 port 1's table");
+	cr_expect(!simf_pkey_route_ok(f, 4, 11, 0x8001), "0x8001 does not enter at node4's port");
+	/* to a switch's own port 0: only the ports crossed count */
+	cr_expect(simf_pkey_route_ok(f, 1, 15, 0x8001));
+	/* enforcement turned off again */
+	simf_pkey_sw_enforce(f, 6, 2, 0, 0);
+	cr_expect(simf_pkey_route_ok(f, 1, 14, 0x8001));
+	/* a switchless fabric has nothing to enforce */
+	cr_expect(simf_pkey_route_ok(f, 0, 14, 0x1234), "the built-in SM is off the cables");
+	simf_detach(f);
+}
