@@ -748,11 +748,36 @@ static int t_sends_done(struct rs *rs)
 	       !(rs->state & RS_S_CONN);
 }
 
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* 1 when test(rs) came true within rs_conf.polling_time µs of polling */
+static int rs_spin(struct rs *rs, int (*test)(struct rs *))
+{
+	uint64_t end;
+
+	if (!rs_conf.polling_time)
+		return 0;
+	end = now_us() + rs_conf.polling_time;
+	do {
+		rs_progress(rs);
+		if (test(rs))
+			return 1;
+	} while (now_us() < end);
+	return 0;
+}
+
 /* Wait (lk held, dropped while sleeping) until test(rs); timeout_ms < 0:
  * no limit. */
 static int rs_wait(struct rs *rs, int nonblock, int (*test)(struct rs *), int timeout_ms)
 {
 	uint64_t end = timeout_ms >= 0 ? now_ms() + (uint64_t)timeout_ms : 0;
+	int spun = 0;
 
 	for (;;) {
 		struct pollfd pf[2];
@@ -763,6 +788,14 @@ static int rs_wait(struct rs *rs, int nonblock, int (*test)(struct rs *), int ti
 			return 0;
 		if (nonblock)
 			return rs_fail(EAGAIN);
+		if (!spun) {
+			/* librdmacm's polling_time: poll the CQ that many µs
+			 * before sleeping on its channel, which costs a
+			 * wake-up through the channel's fd per completion */
+			spun = 1;
+			if (rs_spin(rs, test))
+				return 0;
+		}
 		if (!rs->armed) {
 			rs_arm(rs);
 			continue; /* re-check what arrived before the arm */
