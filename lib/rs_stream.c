@@ -904,6 +904,12 @@ static int rs_data_ready(struct rs *rs)
 	return 0;
 }
 
+/* data writes posted and not completed yet */
+static int rs_sends_in_flight(struct rs *rs)
+{
+	return rs->sqe_avail < rs->sq_size - RS_QP_CTRL;
+}
+
 ssize_t rs_sendv(struct rs *rs, const struct iovec *iov, int iovcnt, int flags)
 {
 	struct iov_cur cur = { iov, iovcnt, 0, 0 };
@@ -942,6 +948,13 @@ ssize_t rs_sendv(struct rs *rs, const struct iovec *iov, int iovcnt, int flags)
 				break;
 			}
 		}
+		/* librdmacm's ramp (2 KiB, doubling to 64 KiB) puts the first
+		 * bytes on an idle wire while the rest is still being copied;
+		 * with writes already in flight the wire is busy anyway, and
+		 * each extra write costs a completion on both sides and an ACK
+		 * (6 writes per 64 KiB send instead of 1): full size then */
+		if (olen < RS_MAX_XFER && rs_sends_in_flight(rs))
+			olen = RS_MAX_XFER;
 		if (olen < left) {
 			xfer = olen;
 			if (olen < RS_MAX_XFER)
