@@ -230,8 +230,8 @@ profile() {
 	*) opts=(-S 65536 -C $((BW_BYTES / 65536)) -I 1) ;;
 	esac
 	pair "$out/perf-$link-$what" 0 rstream -b 127.10.0.1 -p $p "${opts[@]}" -- \
-		perf record -q -F 2999 -g -o "$out/perf-$link-$what.data" rstream -s 127.10.0.1 -p $p "${opts[@]}" || true
-	perf report -i "$out/perf-$link-$what.data" --no-children --sort dso,sym 2>/dev/null |
+		perf record -q -F 2999 -o "$out/perf-$link-$what.data" rstream -s 127.10.0.1 -p $p "${opts[@]}" || true
+	perf report -i "$out/perf-$link-$what.data" --no-children -g none --sort dso,sym 2>/dev/null |
 		grep -v '^#' | grep -v '^$' | grep '%' | head -40 >"$out/perf-$link-$what.txt" || true
 }
 
