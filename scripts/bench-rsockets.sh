@@ -70,7 +70,7 @@ dir=""
 srvpid=""
 cleanup() {
 	[ -n "$srvpid" ] && kill "$srvpid" 2>/dev/null || true
-	[ -n "$dir" ] && { "$SIM" stop --dir "$dir" >/dev/null 2>&1 || true; rm -rf "$dir"; }
+	[ -n "$dir" ] && { "$SIM" stop --dir "$dir" >/dev/null 2>&1 || true; rm -rf "${dir%/f}"; }
 }
 trap cleanup EXIT
 
