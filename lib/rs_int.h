@@ -91,6 +91,8 @@ struct rs {
 	struct ibv_comp_channel *cch;
 	struct ibv_cq *cq;
 	int armed;
+	int cm_kick;     /* read the CM channel at the next progress (rs_drain) */
+	uint64_t cm_next; /* ms: spinning callers read it no sooner */
 	struct ibv_mr *smr, *rmr, *tmr;
 	uint8_t *sbuf, *rbuf;
 	volatile struct rs_wsge *tsgl; /* our target SGL: the peer writes it */

@@ -123,16 +123,25 @@ static void *rs_alloc(size_t len)
 	return p;
 }
 
+/* n zero-length receives (the data comes by RDMA WRITE; a receive only
+ * takes the immediate), chained 16 to a call: one pass through the
+ * provider's lock instead of one per receive */
 static int rs_post_recvs(struct rs *rs, int n)
 {
-	struct ibv_recv_wr wr, *bad;
+	struct ibv_recv_wr wr[16], *bad;
 
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = WR_RECV;
-	while (n-- > 0) {
-		int e = ibv_post_recv(rs->id->qp, &wr, &bad);
+	memset(wr, 0, sizeof(wr));
+	while (n > 0) {
+		int k = n < 16 ? n : 16, e;
+
+		for (int i = 0; i < k; i++) {
+			wr[i].wr_id = WR_RECV;
+			wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;
+		}
+		e = ibv_post_recv(rs->id->qp, wr, &bad);
 		if (e)
 			return rs_fail(e);
+		n -= k;
 	}
 	return 0;
 }
@@ -657,9 +666,28 @@ static void rs_poll_cm(struct rs *rs)
 	}
 }
 
+/* The CM channel carries only rare events (DISCONNECTED, DEVICE_REMOVAL)
+ * and reading it costs the CM's global lock and a system call, which a
+ * caller spinning on a non-blocking socket paid on every try (3 of the 4
+ * system calls per round trip of rstream's latency test). It is read at
+ * once after a blocking wait woke (rs_drain sets cm_kick: its fd is among
+ * those polled), otherwise at most once a millisecond. */
+static void rs_poll_cm_due(struct rs *rs)
+{
+	if (!rs->cm_kick) {
+		uint64_t t = now_ms();
+
+		if (t < rs->cm_next)
+			return;
+		rs->cm_next = t + 1;
+	}
+	rs->cm_kick = 0;
+	rs_poll_cm(rs);
+}
+
 void rs_progress(struct rs *rs)
 {
-	rs_poll_cm(rs);
+	rs_poll_cm_due(rs);
 	rs_poll_cq(rs);
 	rs_update_credits(rs);
 }
@@ -673,9 +701,12 @@ void rs_drain(struct rs *rs)
 		rs_dgram_drain(rs);
 		return;
 	}
-	if (!rs->cch)
+	rs->cm_kick = 1;
+	/* one event at most: the CQ raises one per arming, and it is armed
+	 * again only after this (no read, no system call, when unarmed) */
+	if (!rs->cch || !rs->armed)
 		return;
-	while (!ibv_get_cq_event(rs->cch, &cq, &ctx)) {
+	if (!ibv_get_cq_event(rs->cch, &cq, &ctx)) {
 		ibv_ack_cq_events(cq, 1);
 		rs->armed = 0;
 	}
@@ -726,11 +757,36 @@ static int t_sends_done(struct rs *rs)
 	       !(rs->state & RS_S_CONN);
 }
 
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* 1 when test(rs) came true within rs_conf.polling_time µs of polling */
+static int rs_spin(struct rs *rs, int (*test)(struct rs *))
+{
+	uint64_t end;
+
+	if (!rs_conf.polling_time)
+		return 0;
+	end = now_us() + rs_conf.polling_time;
+	do {
+		rs_progress(rs);
+		if (test(rs))
+			return 1;
+	} while (now_us() < end);
+	return 0;
+}
+
 /* Wait (lk held, dropped while sleeping) until test(rs); timeout_ms < 0:
  * no limit. */
 static int rs_wait(struct rs *rs, int nonblock, int (*test)(struct rs *), int timeout_ms)
 {
 	uint64_t end = timeout_ms >= 0 ? now_ms() + (uint64_t)timeout_ms : 0;
+	int spun = 0;
 
 	for (;;) {
 		struct pollfd pf[2];
@@ -741,6 +797,14 @@ static int rs_wait(struct rs *rs, int nonblock, int (*test)(struct rs *), int ti
 			return 0;
 		if (nonblock)
 			return rs_fail(EAGAIN);
+		if (!spun) {
+			/* librdmacm's polling_time: poll the CQ that many µs
+			 * before sleeping on its channel, which costs a
+			 * wake-up through the channel's fd per completion */
+			spun = 1;
+			if (rs_spin(rs, test))
+				return 0;
+		}
 		if (!rs->armed) {
 			rs_arm(rs);
 			continue; /* re-check what arrived before the arm */
@@ -849,6 +913,12 @@ static int rs_data_ready(struct rs *rs)
 	return 0;
 }
 
+/* data writes posted and not completed yet */
+static int rs_sends_in_flight(struct rs *rs)
+{
+	return rs->sqe_avail < rs->sq_size - RS_QP_CTRL;
+}
+
 ssize_t rs_sendv(struct rs *rs, const struct iovec *iov, int iovcnt, int flags)
 {
 	struct iov_cur cur = { iov, iovcnt, 0, 0 };
@@ -887,6 +957,13 @@ ssize_t rs_sendv(struct rs *rs, const struct iovec *iov, int iovcnt, int flags)
 				break;
 			}
 		}
+		/* librdmacm's ramp (2 KiB, doubling to 64 KiB) puts the first
+		 * bytes on an idle wire while the rest is still being copied;
+		 * with writes already in flight the wire is busy anyway, and
+		 * each extra write costs a completion on both sides and an ACK
+		 * (6 writes per 64 KiB send instead of 1): full size then */
+		if (olen < RS_MAX_XFER && rs_sends_in_flight(rs))
+			olen = RS_MAX_XFER;
 		if (olen < left) {
 			xfer = olen;
 			if (olen < RS_MAX_XFER)
