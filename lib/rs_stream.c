@@ -421,7 +421,7 @@ int rs_accept_one(struct rs *l, struct rs **out)
 	/* The new socket's number is made here, after the caller's own
 	 * descriptors, as librdmacm's (its rdma_get_request makes the new id's
 	 * channel): in-process the channel came with the request, earlier.
-	 * librspreload (rdma-core <= v45) maps select()'s results back by
+	 * librspreload (rdma-core before v63, Debian 12's v44) maps select()'s results back by
 	 * walking descriptor numbers up from 0 and takes the first whose
 	 * rsocket is the polled one; an rsocket numbered below the
 	 * placeholder descriptor it hands the program is reported as itself,
