@@ -213,3 +213,48 @@ Test(rspreload, socat_file_roce)
 {
 	socat_file("roce");
 }
+
+/* The receiver goes away mid-transfer (its socat writes to /dev/full:
+ * ENOSPC, it exits and closes the connection): the sender, waiting in
+ * select() for room to write, must learn of it (write: EPIPE / ECONNRESET)
+ * and exit with an error, not hang. */
+Test(rspreload, socat_receiver_exits_ib)
+{
+	char *out = NULL, *sout = NULL;
+	int st = -1;
+
+	need_preload();
+	if (lt_sh(NULL, "command -v socat >/dev/null") != 0)
+		tf_skip_missing("socat (Debian socat) is not installed");
+	fabric("ib");
+	cr_assert_eq(lt_sh(NULL, "head -c 4194304 /dev/urandom >%s/in.bin", lt_dir), 0);
+	cr_assert_eq(lt_sh(NULL,
+			   "(USCM_SIM_NODE=node1 %s " PRE "timeout -k 5 60 socat -d -d -u "
+			   "TCP-LISTEN:5302,bind=127.10.0.1,reuseaddr OPEN:/dev/full"
+			   " >%s/server.out 2>&1; echo $? >%s/server.rc) >/dev/null 2>&1 &",
+			   lt_util_env(), preload, lt_dir, lt_dir),
+		     0);
+	for (int i = 0; i < 100 && lt_sh(NULL, "grep -q listening %s/server.out 2>/dev/null", lt_dir); i++)
+		usleep(100 * 1000);
+	for (int i = 0; i < 50; i++) {
+		free(out);
+		st = lt_sh(&out,
+			   "USCM_SIM_NODE=node2 %s " PRE
+			   "timeout -k 5 60 socat -U TCP:127.10.0.1:5302 OPEN:%s/in.bin 2>&1",
+			   lt_util_env(), preload, lt_dir);
+		if (st == 0 || !strstr(out, "refused") || strstr(out, "write("))
+			break;
+		usleep(100 * 1000);
+	}
+	/* 124/137: timeout(1) ended it */
+	cr_expect(st != 0 && st != 124 && st != 137, "sending socat exited %d:\n%s", st, out);
+	cr_expect(strstr(out, "Broken pipe") || strstr(out, "Connection reset"), "sender:\n%s", out);
+	char *rc = wait_rc("server.rc");
+	lt_sh(&sout, "cat %s/server.out", lt_dir);
+	cr_expect(rc && rc[0] == '1' && strstr(sout, "No space left"), "receiving socat exited %s:\n%s",
+		  rc ? rc : "?", sout);
+	expect_cm_handshakes(1);
+	free(rc);
+	free(out);
+	free(sout);
+}
