@@ -102,11 +102,11 @@ static void iperf(const char *link)
 		tf_skip_missing("iperf3 (Debian iperf3) is not installed");
 	fabric(link);
 	cr_assert_eq(lt_sh(NULL,
-			   "(USCM_SIM_NODE=node1 %s " PRE "timeout -k 5 60 iperf3 -1 -s -B 127.10.0.1 -p 5301"
+			   "(USCM_SIM_NODE=node1 %s " PRE "timeout -k 5 60 iperf3 -1 -s --forceflush -B 127.10.0.1 -p 5301"
 			   " >%s/server.out 2>&1; echo $? >%s/server.rc) >/dev/null 2>&1 &",
 			   lt_util_env(), preload, lt_dir, lt_dir),
 		     0);
-	/* iperf3 says so once it listens */
+	/* iperf3 says so once it listens (--forceflush: its stdout is a file) */
 	for (int i = 0; i < 100 && lt_sh(NULL, "grep -q listening %s/server.out 2>/dev/null", lt_dir); i++)
 		usleep(100 * 1000);
 	for (int i = 0; i < 50; i++) {
