@@ -418,17 +418,18 @@ int rs_accept_one(struct rs *l, struct rs **out)
 		return rs_fail(ECONNABORTED);
 	}
 	p = nid->event->param.conn;
-	/* The new socket's number is made here, after the caller's own
-	 * descriptors, as librdmacm's (its rdma_get_request makes the new
-	 * id's channel); in-process the channel came with the request,
-	 * earlier. librspreload before rdma-core v63 (Debian 12 has v44)
-	 * maps select()'s results back by walking descriptor numbers up
-	 * from 0 and takes the first whose rsocket is the polled one: an
-	 * rsocket numbered below the placeholder descriptor it hands the
-	 * program is reported as itself, and iperf3 never saw its data
-	 * socket readable (docs/api/rsockets.md). Moving the id to a fresh
-	 * channel acks its request event: what is needed of it (private
-	 * data, parameters) was taken above. */
+	/* The new socket's number is made here, in the call, after the
+	 * descriptors the caller made before it; in-process the channel
+	 * came with the request, earlier. librspreload before rdma-core v63
+	 * (Debian 12 has v44) maps select()'s results back by walking
+	 * descriptor numbers up from 0 and takes the first whose rsocket is
+	 * the polled one: an rsocket numbered below the placeholder
+	 * descriptor it opens before calling raccept is reported as itself,
+	 * and iperf3 never saw its data socket readable
+	 * (docs/api/rsockets.md; librdmacm's own listen thread numbers its
+	 * accepted rsockets early too). Moving the id to a fresh channel
+	 * acks its request event: what is needed of it (private data,
+	 * parameters) was taken above. */
 	if (rdma_migrate_id(nid, NULL)) {
 		rdma_reject(nid, NULL, 0);
 		rs->state = RS_S_CONN_ERR;
