@@ -11,7 +11,8 @@
  *    (iperf3's control connection and its two data streams).
  *  - socat: 4 MiB of random bytes from a file on node2 to a file on node1,
  *    compared byte for byte; the capture holds the connection's
- *    REQ/REP/RTU.
+ *    REQ/REP/RTU. And a receiving socat that exits mid-transfer: the
+ *    sender fails (EPIPE), it does not wait for ever in select().
  * Skipped when iperf3 / socat, tshark or librspreload is missing.
  */
 #define _GNU_SOURCE 1 /* memmem */
