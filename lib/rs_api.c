@@ -508,7 +508,11 @@ static short rs_revents(struct rs *rs, short events)
 			rs_progress(rs);
 		if ((events & POLLIN) && (rs_have_rdata(rs) || !(rs->state & RS_S_RD)))
 			rev |= POLLIN;
-		if ((events & POLLOUT) && (rs->state & RS_S_WR) && rs_can_send(rs))
+		/* writable also when a send fails at once (EPIPE, the error),
+		 * as a TCP socket: select() (librspreload's too) shows
+		 * POLLHUP / POLLERR only in the except set, and a writer
+		 * waiting there for room would wait for ever */
+		if ((events & POLLOUT) && (!(rs->state & RS_S_WR) || rs_can_send(rs)))
 			rev |= POLLOUT;
 		/* a hang-up shows once the data that came before it is read
 		 * (as TCP's FIN: readable first) */

@@ -427,6 +427,26 @@ int rs_accept_one(struct rs *l, struct rs **out)
 		return rs_fail(ECONNABORTED);
 	}
 	p = nid->event->param.conn;
+	/* The new socket's number is made here, in the call, after the
+	 * descriptors the caller made before it; in-process the channel
+	 * came with the request, earlier. librspreload before rdma-core v63
+	 * (Debian 12 has v44) maps select()'s results back by walking
+	 * descriptor numbers up from 0 and takes the first whose rsocket is
+	 * the polled one: an rsocket numbered below the placeholder
+	 * descriptor it opens before calling raccept is reported as itself,
+	 * and iperf3 never saw its data socket readable
+	 * (docs/api/rsockets.md; librdmacm's own listen thread numbers its
+	 * accepted rsockets early too). Moving the id to a fresh channel
+	 * acks its request event: what is needed of it (private data,
+	 * parameters) was taken above. */
+	if (rdma_migrate_id(nid, NULL)) {
+		rdma_reject(nid, NULL, 0);
+		rs->state = RS_S_CONN_ERR;
+		rs_stream_free(rs);
+		free(rs);
+		return rs_fail(ECONNABORTED);
+	}
+	rs->fd = nid->channel->fd;
 	rs_fmt_conn(rs, &c);
 	p.private_data = &c;
 	p.private_data_len = sizeof(c);

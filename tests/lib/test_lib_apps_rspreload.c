@@ -3,11 +3,17 @@
  * librspreload.so (librdmacm1: /usr/lib/<triplet>/rsocket/librspreload.so),
  * which intercepts socket/bind/listen/accept/connect/send/recv/poll/select...
  * and calls rsocket/rbind/.../rpoll from librdmacm.so.1 — uscm's on the
- * simulated fabric. iperf3 server on node1 (127.10.0.1), client on node2,
- * two parallel streams (-P 2) of 4 MiB in all; both must exit 0 and report
- * the bytes; the fabric capture must hold the rsockets connections'
- * REQ/REP/RTU (iperf3's control connection and its two data streams).
- * Skipped when iperf3, tshark or librspreload is missing.
+ * simulated fabric; in-process (each program owns its node's CM) and, as
+ * test_lib_apps_rspreload_daemon, through a uscmd per node.
+ *  - iperf3: server on node1 (127.10.0.1), client on node2, two parallel
+ *    streams (-P 2) of 4 MiB in all; both must exit 0 and report the bytes;
+ *    the fabric capture must hold the rsockets connections' REQ/REP/RTU
+ *    (iperf3's control connection and its two data streams).
+ *  - socat: 4 MiB of random bytes from a file on node2 to a file on node1,
+ *    compared byte for byte; the capture holds the connection's
+ *    REQ/REP/RTU. And a receiving socat that exits mid-transfer: the
+ *    sender fails (EPIPE), it does not wait for ever in select().
+ * Skipped when iperf3 / socat, tshark or librspreload is missing.
  */
 #define _GNU_SOURCE 1 /* memmem */
 #include "libtest.h"
@@ -21,7 +27,7 @@ TestSuite(rspreload, .fini = teardown, .timeout = 120);
 
 static char preload[512];
 
-static void need_tools(void)
+static void need_preload(void)
 {
 	char *out = NULL;
 
@@ -31,10 +37,56 @@ static void need_tools(void)
 		tf_skip_missing("librspreload.so (Debian librdmacm1) is not installed");
 	snprintf(preload, sizeof(preload), "%s", out);
 	free(out);
-	if (lt_sh(NULL, "command -v iperf3 >/dev/null") != 0)
-		tf_skip_missing("iperf3 (Debian iperf3) is not installed");
 	if (lt_sh(NULL, "command -v tshark >/dev/null") != 0)
 		tf_skip_missing("tshark is not installed");
+}
+
+/* A two-node fabric capturing to /tmp/uscm-rsp-PID.pcap: in-process
+ * (--no-uscmd) unless USCM_TEST_DAEMON=1 (the _daemon CTest variant). */
+static void fabric(const char *link)
+{
+	const char *d = getenv("USCM_TEST_DAEMON");
+	char opts[600];
+
+	snprintf(opts, sizeof(opts), "--pcap /tmp/uscm-rsp-%d.pcap%s", (int)getpid(),
+		 d && atoi(d) ? "" : " --no-uscmd");
+	lt_fabric_start_opts(link, 2, opts);
+}
+
+/* Stops the fabric and counts the capture's REQ, REP and RTU; at least
+ * `want` of each. */
+static void expect_cm_handshakes(int want)
+{
+	char *cap = NULL;
+	int q = 0, p = 0, r = 0;
+
+	lt_fabric_stop();
+	lt_sh(&cap,
+	      "tshark -r /tmp/uscm-rsp-%d.pcap 2>/dev/null | awk '/CM: ConnectRequest/{q++} "
+	      "/CM: ConnectReply/{p++} /CM: ReadyToUse/{r++} END{print q+0, p+0, r+0}'",
+	      (int)getpid());
+	cr_expect(cap && sscanf(cap, "%d %d %d", &q, &p, &r) == 3 && q >= want && p >= want &&
+			  r >= want,
+		  "capture REQ/REP/RTU: %s (want %d of each)", cap ? cap : "?", want);
+	lt_sh(NULL, "rm -f /tmp/uscm-rsp-%d.pcap", (int)getpid());
+	free(cap);
+}
+
+/* Waits up to 10 s for the background command's exit status in FILE
+ * (lt_dir/FILE); returns it, malloc'd, or NULL. */
+static char *wait_rc(const char *file)
+{
+	char *rc = NULL;
+
+	for (int i = 0; i < 100; i++) {
+		free(rc);
+		rc = NULL;
+		if (lt_sh(&rc, "cat %s/%s 2>/dev/null", lt_dir, file) == 0 && rc[0])
+			return rc;
+		usleep(100 * 1000);
+	}
+	free(rc);
+	return NULL;
 }
 
 /* CMD on NODE with librspreload appended to LD_PRELOAD (the sanitizer
@@ -43,21 +95,19 @@ static void need_tools(void)
 
 static void iperf(const char *link)
 {
-	char *out = NULL, *sout = NULL, *cap = NULL;
+	char *out = NULL, *sout = NULL;
 	int st = -1;
-	char opts[600];
 
-	need_tools();
-	/* daemon mode (a uscmd per node): in-process mode hangs (see the
-	 * report in docs/api/rsockets.md) */
-	snprintf(opts, sizeof(opts), "--pcap /tmp/uscm-rsp-%d.pcap", (int)getpid());
-	lt_fabric_start_opts(link, 2, opts);
+	need_preload();
+	if (lt_sh(NULL, "command -v iperf3 >/dev/null") != 0)
+		tf_skip_missing("iperf3 (Debian iperf3) is not installed");
+	fabric(link);
 	cr_assert_eq(lt_sh(NULL,
-			   "(USCM_SIM_NODE=node1 %s " PRE "timeout -k 5 60 iperf3 -1 -s -B 127.10.0.1 -p 5301"
+			   "(USCM_SIM_NODE=node1 %s " PRE "timeout -k 5 60 iperf3 -1 -s --forceflush -B 127.10.0.1 -p 5301"
 			   " >%s/server.out 2>&1; echo $? >%s/server.rc) >/dev/null 2>&1 &",
 			   lt_util_env(), preload, lt_dir, lt_dir),
 		     0);
-	/* iperf3 says so once it listens */
+	/* iperf3 says so once it listens (--forceflush: its stdout is a file) */
 	for (int i = 0; i < 100 && lt_sh(NULL, "grep -q listening %s/server.out 2>/dev/null", lt_dir); i++)
 		usleep(100 * 1000);
 	for (int i = 0; i < 50; i++) {
@@ -84,28 +134,12 @@ static void iperf(const char *link)
 		}
 	}
 	cr_expect(mb >= 4.0, "sender sum %.2f MBytes, client:\n%s", mb, out);
-	char *rc = NULL;
-	for (int i = 0; i < 100; i++) {
-		free(rc);
-		rc = NULL;
-		if (lt_sh(&rc, "cat %s/server.rc 2>/dev/null", lt_dir) == 0 && rc[0])
-			break;
-		usleep(100 * 1000);
-	}
+	char *rc = wait_rc("server.rc");
 	lt_sh(&sout, "cat %s/server.out", lt_dir);
 	cr_expect(rc && rc[0] == '0', "iperf3 server exited %s:\n%s", rc ? rc : "?", sout);
 	cr_expect(strstr(sout, "receiver") != NULL, "server:\n%s", sout);
-	lt_fabric_stop();
-	/* control connection + 2 streams: at least 3 of each of REQ, REP, RTU */
-	lt_sh(&cap,
-	      "tshark -r /tmp/uscm-rsp-%d.pcap 2>/dev/null | awk '/CM: ConnectRequest/{q++} "
-	      "/CM: ConnectReply/{p++} /CM: ReadyToUse/{r++} END{print q+0, p+0, r+0}'",
-	      (int)getpid());
-	int q = 0, p = 0, r = 0;
-	cr_expect(cap && sscanf(cap, "%d %d %d", &q, &p, &r) == 3 && q >= 3 && p >= 3 && r >= 3,
-		  "capture REQ/REP/RTU: %s", cap ? cap : "?");
-	lt_sh(NULL, "rm -f /tmp/uscm-rsp-%d.pcap", (int)getpid());
-	free(cap);
+	/* control connection + 2 streams */
+	expect_cm_handshakes(3);
 	free(rc);
 	free(out);
 	free(sout);
@@ -119,4 +153,109 @@ Test(rspreload, iperf3_ib)
 Test(rspreload, iperf3_roce)
 {
 	iperf("roce");
+}
+
+/* socat: a file from node2 to node1, byte for byte. The receiving socat
+ * listens (-u: from the connection to the file); the sending one names
+ * the connection first (-U: from the second address to the first) —
+ * with the file first, socat's first intercepted call is recv(), which
+ * librspreload (rdma-core v44 .. at least v63) runs before it has looked
+ * up the libc functions it forwards to: a call through NULL, SIGSEGV.
+ * socket() (the connection) initialises it. */
+static void socat_file(const char *link)
+{
+	char *out = NULL, *sout = NULL, *cmp = NULL;
+	int st = -1;
+
+	need_preload();
+	if (lt_sh(NULL, "command -v socat >/dev/null") != 0)
+		tf_skip_missing("socat (Debian socat) is not installed");
+	fabric(link);
+	cr_assert_eq(lt_sh(NULL, "head -c 4194304 /dev/urandom >%s/in.bin", lt_dir), 0);
+	cr_assert_eq(lt_sh(NULL,
+			   "(USCM_SIM_NODE=node1 %s " PRE "timeout -k 5 60 socat -d -d -u "
+			   "TCP-LISTEN:5302,bind=127.10.0.1,reuseaddr OPEN:%s/out.bin,creat,trunc"
+			   " >%s/server.out 2>&1; echo $? >%s/server.rc) >/dev/null 2>&1 &",
+			   lt_util_env(), preload, lt_dir, lt_dir, lt_dir),
+		     0);
+	/* socat -d -d says so once it listens */
+	for (int i = 0; i < 100 && lt_sh(NULL, "grep -q listening %s/server.out 2>/dev/null", lt_dir); i++)
+		usleep(100 * 1000);
+	for (int i = 0; i < 50; i++) {
+		free(out);
+		st = lt_sh(&out,
+			   "USCM_SIM_NODE=node2 %s " PRE
+			   "timeout -k 5 60 socat -U TCP:127.10.0.1:5302 OPEN:%s/in.bin 2>&1",
+			   lt_util_env(), preload, lt_dir);
+		/* a REQ that beat the listen is rejected (as the kernel's CM) */
+		if (st == 0 || !strstr(out, "refused"))
+			break;
+		usleep(100 * 1000);
+	}
+	cr_expect_eq(st, 0, "sending socat exited %d:\n%s", st, out);
+	char *rc = wait_rc("server.rc");
+	lt_sh(&sout, "cat %s/server.out", lt_dir);
+	cr_expect(rc && rc[0] == '0', "receiving socat exited %s:\n%s", rc ? rc : "?", sout);
+	lt_sh(&cmp, "cmp %s/in.bin %s/out.bin 2>&1 && stat -c %%s %s/out.bin", lt_dir, lt_dir, lt_dir);
+	cr_expect(cmp && atol(cmp) == 4194304, "the file differs: %s", cmp ? cmp : "?");
+	expect_cm_handshakes(1);
+	free(rc);
+	free(cmp);
+	free(out);
+	free(sout);
+}
+
+Test(rspreload, socat_file_ib)
+{
+	socat_file("ib");
+}
+
+Test(rspreload, socat_file_roce)
+{
+	socat_file("roce");
+}
+
+/* The receiver goes away mid-transfer (its socat writes to /dev/full:
+ * ENOSPC, it exits and closes the connection): the sender, waiting in
+ * select() for room to write, must learn of it (write: EPIPE / ECONNRESET)
+ * and exit with an error, not hang. */
+Test(rspreload, socat_receiver_exits_ib)
+{
+	char *out = NULL, *sout = NULL;
+	int st = -1;
+
+	need_preload();
+	if (lt_sh(NULL, "command -v socat >/dev/null") != 0)
+		tf_skip_missing("socat (Debian socat) is not installed");
+	fabric("ib");
+	cr_assert_eq(lt_sh(NULL, "head -c 4194304 /dev/urandom >%s/in.bin", lt_dir), 0);
+	cr_assert_eq(lt_sh(NULL,
+			   "(USCM_SIM_NODE=node1 %s " PRE "timeout -k 5 60 socat -d -d -u "
+			   "TCP-LISTEN:5302,bind=127.10.0.1,reuseaddr OPEN:/dev/full"
+			   " >%s/server.out 2>&1; echo $? >%s/server.rc) >/dev/null 2>&1 &",
+			   lt_util_env(), preload, lt_dir, lt_dir),
+		     0);
+	for (int i = 0; i < 100 && lt_sh(NULL, "grep -q listening %s/server.out 2>/dev/null", lt_dir); i++)
+		usleep(100 * 1000);
+	for (int i = 0; i < 50; i++) {
+		free(out);
+		st = lt_sh(&out,
+			   "USCM_SIM_NODE=node2 %s " PRE
+			   "timeout -k 5 60 socat -U TCP:127.10.0.1:5302 OPEN:%s/in.bin 2>&1",
+			   lt_util_env(), preload, lt_dir);
+		if (st == 0 || !strstr(out, "refused") || strstr(out, "write("))
+			break;
+		usleep(100 * 1000);
+	}
+	/* 124/137: timeout(1) ended it */
+	cr_expect(st != 0 && st != 124 && st != 137, "sending socat exited %d:\n%s", st, out);
+	cr_expect(strstr(out, "Broken pipe") || strstr(out, "Connection reset"), "sender:\n%s", out);
+	char *rc = wait_rc("server.rc");
+	lt_sh(&sout, "cat %s/server.out", lt_dir);
+	cr_expect(rc && rc[0] == '1' && strstr(sout, "No space left"), "receiving socat exited %s:\n%s",
+		  rc ? rc : "?", sout);
+	expect_cm_handshakes(1);
+	free(rc);
+	free(out);
+	free(sout);
 }

@@ -920,3 +920,68 @@ Test(rsocket, dgram)
 	cr_expect_eq(rclose(s1), 0);
 	EXPECT_ERR(rsend(s1, "x", 1, 0), EBADF);
 }
+
+/* ---- an accepted socket's number; POLLOUT after a hang-up ---- */
+
+/* connects to the test process (node 1) when told, closes when told */
+static void connect_then_close(int mode, struct lt_pipes *p)
+{
+	struct sockaddr_in sin = lt_sin("127.10.0.1", (uint16_t)(PORT + 20));
+	char c;
+	int s;
+
+	(void)mode;
+	lt_node(2);
+	LT_CK(write(p->ready[1], "r", 1) == 1);
+	LT_CK(read(p->go[0], &c, 1) == 1);
+	s = rsocket(AF_INET, SOCK_STREAM, 0);
+	LT_CK(s >= 0);
+	LT_CK(rconnect(s, (struct sockaddr *)&sin, sizeof(sin)) == 0);
+	LT_CK(read(p->go[0], &c, 1) == 1);
+	LT_CK(rclose(s) == 0);
+}
+
+/* librspreload (Debian 12's rdma-core v44) opens a placeholder descriptor
+ * and then calls raccept; its select() misreports an rsocket numbered
+ * below the placeholder (docs/api/rsockets.md). The accepted socket is
+ * numbered in raccept, so above every descriptor opened before, even when
+ * the request arrived earlier. And once the peer has hung up, a send
+ * fails at once: rpoll says POLLOUT (as TCP), and rsend EPIPE. */
+Test(rsocket, accepted_number_and_pollout_after_hangup)
+{
+	struct sockaddr_in sin = lt_sin("127.10.0.1", (uint16_t)(PORT + 20));
+	struct lt_pipes p;
+	pid_t pid;
+	int v = 1, l, s, d;
+
+	lt_fabric_start("ib", 2);
+	pid = lt_spawn(connect_then_close, 0, &p);
+	lt_node(1);
+	l = rsocket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(l, 0);
+	cr_assert_eq(rsetsockopt(l, SOL_SOCKET, SO_REUSEADDR, &v, sizeof(v)), 0);
+	cr_assert_eq(rbind(l, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	cr_assert_eq(rlisten(l, 4), 0);
+	cr_assert_eq(write(p.go[1], "g", 1), 1);
+	/* the request is here (in-process: its id and channel too) */
+	struct pollfd pf = { l, POLLIN, 0 };
+	cr_assert_eq(rpoll(&pf, 1, 20000), 1, "no connection request");
+	d = open("/dev/null", O_RDONLY);
+	cr_assert_geq(d, 0);
+	s = raccept(l, NULL, NULL);
+	cr_assert_geq(s, 0, "raccept: %s", strerror(errno));
+	cr_expect_gt(s, d, "accepted rsocket %d, opened before it: %d", s, d);
+	close(d);
+	cr_assert_eq(write(p.go[1], "g", 1), 1); /* the peer closes */
+	pf = (struct pollfd){ s, POLLIN, 0 };
+	cr_expect_eq(rpoll(&pf, 1, 20000), 1);
+	char c;
+	cr_expect_eq(rrecv(s, &c, 1, 0), 0);
+	pf = (struct pollfd){ s, POLLOUT, 0 };
+	cr_expect_eq(rpoll(&pf, 1, 0), 1);
+	cr_expect(pf.revents & POLLOUT, "revents %#x", pf.revents);
+	EXPECT_ERR(rsend(s, "x", 1, 0), EPIPE);
+	cr_expect_eq(rclose(s), 0);
+	cr_expect_eq(rclose(l), 0);
+	lt_reap(pid);
+}
