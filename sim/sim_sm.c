@@ -476,6 +476,7 @@ static void answer(const struct req *r, struct table *t)
 /* ---- SM: LIDs and port states --------------------------------------------- */
 
 static uint32_t g_sm_activity;  /* SMInfo ActCount: bumped by every sweep */
+static unsigned g_lmc;          /* uscm-sim up --lmc: the LMC of every CA port */
 
 /* The built-in SM's switches (a --topo fabric): LIDs after the CAs', every
  * port Active, and LFTs by fewest hops (the first port found on a tie), as
@@ -488,25 +489,26 @@ static void builtin_switches(struct simf_state *st)
 	for (unsigned i = st->nnodes + 1; i <= total && i < SIMF_MAX_NODES; i++) {
 		struct simf_node *nd = &st->nodes[i];
 
-		nd->sm_lid = 1;
-		if (!nd->lid) {
-			nd->lid = (uint16_t)(i + 1);
-			st->lft[nd->lid] = (uint8_t)(i + 1);
-		}
+		nd->sm_lid = st->nodes[0].lid;
+		if (!nd->lid)
+			simf_lid_range_set(st, (int)i, (uint16_t)((i + 1) << g_lmc), 0);
 		nd->port_state = SIMF_PORT_ACTIVE;
 		for (unsigned p = 1; p <= nd->nports; p++)
 			nd->ports[p].state = nd->ports[p].peer >= 0 && !nd->ports[p].down ? SIMF_PORT_ACTIVE
 											   : SIMF_PORT_DOWN;
 	}
 	for (unsigned d = 1; d <= total && d < SIMF_MAX_NODES; d++) {
-		int queue[SIMF_MAX_NODES], seen[SIMF_MAX_NODES] = { 0 }, qh = 0, qt = 0;
+		int queue[SIMF_MAX_NODES], dist[SIMF_MAX_NODES], qh = 0, qt = 0;
 		uint16_t lid = st->nodes[d].lid;
+		unsigned nlids = 1u << (st->nodes[d].lmc & 7);
 
 		if (!lid)
 			continue;
-		if (lid > top)
-			top = lid;
-		seen[d] = 1;
+		if (lid + nlids - 1 > top)
+			top = (uint16_t)(lid + nlids - 1);
+		for (unsigned k = 0; k < SIMF_MAX_NODES; k++)
+			dist[k] = -1;
+		dist[d] = 0;
 		queue[qt++] = (int)d;
 		if (st->nodes[d].type == SIMF_NODE_SWITCH)
 			st->sw[st->nodes[d].sw].lft[lid] = 0;
@@ -519,13 +521,34 @@ static void builtin_switches(struct simf_state *st)
 			for (unsigned p = 1; p <= un->nports; p++) {
 				int v = un->ports[p].peer;
 
-				if (v <= 0 || v >= SIMF_MAX_NODES || seen[v] || un->ports[p].down ||
+				if (v <= 0 || v >= SIMF_MAX_NODES || dist[v] >= 0 || un->ports[p].down ||
 				    st->nodes[v].type != SIMF_NODE_SWITCH)
 					continue;
-				seen[v] = 1;
+				dist[v] = dist[u] + 1;
 				st->sw[st->nodes[v].sw].lft[lid] = un->ports[p].peer_port;
 				queue[qt++] = v;
 			}
+		}
+		/* LMC > 0: LID base + k leaves each switch by the k-th of its
+		 * ports on a shortest path (counted from the one base takes),
+		 * so a port's LIDs spread over the fat tree's spines */
+		for (int qi = 1; nlids > 1 && qi < qt; qi++) {
+			int v = queue[qi], cand[SIMF_MAX_PORTS], nc = 0, first = 0;
+			const struct simf_node *vn = &st->nodes[v];
+			uint8_t *vl = st->sw[vn->sw].lft;
+
+			for (unsigned p = 1; p <= vn->nports; p++) {
+				int w = vn->ports[p].peer;
+
+				if (w >= 0 && w < SIMF_MAX_NODES && !vn->ports[p].down && dist[w] == dist[v] - 1 &&
+				    (w == (int)d || st->nodes[w].type == SIMF_NODE_SWITCH) && nc < SIMF_MAX_PORTS) {
+					if (p == vl[lid])
+						first = nc;
+					cand[nc++] = (int)p;
+				}
+			}
+			for (unsigned k = 1; k < nlids && nc; k++)
+				vl[lid + k] = (uint8_t)cand[(first + (int)k) % nc];
 		}
 	}
 	for (unsigned k = 0; k < st->nswitches; k++)
@@ -541,17 +564,19 @@ static void sm_sweep(void)
 	for (unsigned i = 0; i <= st->nnodes; i++) {
 		struct simf_node *nd = &st->nodes[i];
 
-		nd->sm_lid = 1;
+		/* LIDs: node i's base is (i + 1) << LMC (node 0, the SM, gets
+		 * 1 with LMC 0), aligned as IBTA wants a base LID */
+		if (!st->nodes[0].lid)
+			simf_lid_range_set(st, 0, (uint16_t)(1u << g_lmc), g_lmc);
+		nd->sm_lid = st->nodes[0].lid;
 		if (!nd->link_up || (st->cabled && nd->ports[1].down)) {
 			nd->port_state = SIMF_PORT_DOWN;
 			continue;
 		}
 		if (nd->port_state == SIMF_PORT_ACTIVE && nd->lid)
 			continue;
-		if (!nd->lid) {
-			nd->lid = (uint16_t)(i + 1);
-			st->lft[nd->lid] = (uint8_t)(i + 1);
-		}
+		if (!nd->lid)
+			simf_lid_range_set(st, (int)i, (uint16_t)((i + 1) << g_lmc), g_lmc);
 		nd->port_state = SIMF_PORT_ACTIVE;
 		logf_("%s: LID %u, ACTIVE", nd->name, nd->lid);
 	}
@@ -1623,20 +1648,19 @@ static uint16_t sma_set_port_info(int n, uint32_t mod, const uint8_t *q)
 		      port, cur, want);
 		return SMP_STATUS_BAD_VALUE;
 	}
-	if (!ext && lid && lid != nd->lid) {
-		if (st->lft[lid] && st->lft[lid] != (uint8_t)(n + 1)) {
+	if (!ext) {
+		/* the port takes every LID of base .. base + 2^LMC - 1 (a
+		 * switch's port 0 keeps LMC 0: OpenSM's lmc_esp0 is off) */
+		unsigned lmc = sw ? 0 : q[34] & 7;
+		uint16_t base = lid ? lid : nd->lid;
+
+		if ((base != nd->lid || lmc != nd->lmc) && simf_lid_range_set(st, n, base, lmc) < 0) {
 			simf_unlock(g_f);
-			logf_("SMA of %s: PortInfo Set: LID %u is node%d's", nd->name, lid, st->lft[lid] - 1);
+			logf_("SMA of %s: PortInfo Set: LID %u LMC %u: %s", nd->name, base, lmc,
+			      errno == EADDRINUSE ? "a LID of the range is another port's" : "not aligned");
 			return SMP_STATUS_BAD_VALUE;
 		}
-		if (nd->lid && st->lft[nd->lid] == (uint8_t)(n + 1))
-			st->lft[nd->lid] = 0;
-		st->lft[lid] = (uint8_t)(n + 1);
-		nd->lid = lid;
-	}
-	if (!ext) {
 		nd->sm_lid = smlid;
-		nd->lmc = sw ? 0 : q[34] & 7;
 	}
 	logf_("SMA of %s: PortInfo Set port %d: LID %u, SM LID %u, LMC %u, port state %u -> %u (asked %u)",
 	      nd->name, port, lid, smlid, q[34] & 7, cur, next, want);
@@ -1982,7 +2006,7 @@ static int write_osm_conf(const char *odir, const char *conf)
 	fprintf(fp,
 		"# written by uscm-sim-sm for `uscm-sim up --sm opensm`\n"
 		"guid 0x0000000000000000\n"
-		"lmc 0\n"
+		"lmc %u\n"
 		"sweep_interval %d\n"
 		"force_log_flush TRUE\n"
 		"accum_log_file FALSE\n"
@@ -1995,7 +2019,7 @@ static int write_osm_conf(const char *odir, const char *conf)
 		"per_module_logging_file %s/per-module-logging.conf\n"
 		"console off\n"
 		"daemon FALSE\n",
-		sweep, odir, odir, odir, odir, odir, odir, odir);
+		g_lmc, sweep, odir, odir, odir, odir, odir, odir, odir);
 	return fclose(fp);
 }
 
@@ -2098,7 +2122,7 @@ static void on_signal(int sig)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: uscm-sim-sm [--dir D] [--fd N] [--lib-path P] [-v]\n"
+	fprintf(stderr, "usage: uscm-sim-sm [--dir D] [--fd N] [--lib-path P] [--lmc N] [-v]\n"
 			"  The fabric's SM/SA (node 0); normally started by `uscm-sim start`.\n");
 	exit(2);
 }
@@ -2120,6 +2144,9 @@ int main(int argc, char **argv)
 			fd = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--lib-path") == 0 && i + 1 < argc)
 			libpath = argv[++i];
+		else if (strcmp(argv[i], "--lmc") == 0 && i + 1 < argc && atoi(argv[i + 1]) >= 0 &&
+			 atoi(argv[i + 1]) <= 7)
+			g_lmc = (unsigned)atoi(argv[++i]);
 		else if (strcmp(argv[i], "-v") == 0)
 			g_verbose = 1;
 		else

@@ -1002,28 +1002,41 @@ int simf_set_link(struct simf *f, int n, int up)
 	return 0;
 }
 
+int simf_lid_range_set(struct simf_state *st, int n, uint16_t base, unsigned lmc)
+{
+	struct simf_node *nd = &st->nodes[n];
+	uint8_t me = (uint8_t)(n + 1);
+	unsigned cnt = 1u << (lmc & 7), ocnt = 1u << (nd->lmc & 7);
+
+	if (base && ((base & (cnt - 1)) || base + cnt - 1 > SIMF_MAX_LID))
+		return errno = EINVAL, -1;
+	for (unsigned i = 0; base && i < cnt; i++)
+		if (st->lft[base + i] && st->lft[base + i] != me)
+			return errno = EADDRINUSE, -1;
+	for (unsigned i = 0; nd->lid && i < ocnt && nd->lid + i <= SIMF_MAX_LID; i++)
+		if (st->lft[nd->lid + i] == me)
+			st->lft[nd->lid + i] = 0;
+	for (unsigned i = 0; base && i < cnt; i++)
+		st->lft[base + i] = me;
+	nd->lid = base;
+	nd->lmc = (uint8_t)(lmc & 7);
+	return 0;
+}
+
 int simf_set_lid(struct simf *f, int n, uint16_t lid)
 {
 	struct simf_state *st = f->st;
-	struct simf_node *nd;
-	int rc = 0;
+	int rc;
 
 	if (n < 0 || (unsigned)n > st->nnodes || st->link != SIMF_LINK_IB || !lid ||
 	    lid > SIMF_MAX_LID)
 		return errno = EINVAL, -1;
-	nd = &st->nodes[n];
 	simf_lock(f);
-	if (st->lft[lid] && st->lft[lid] != (uint8_t)(n + 1)) {
-		rc = -1;
-		errno = EADDRINUSE;
-	} else {
-		/* the SM's sweep keeps an ACTIVE port's LID: this one stays */
-		if (nd->lid && st->lft[nd->lid] == (uint8_t)(n + 1))
-			st->lft[nd->lid] = 0;
-		st->lft[lid] = (uint8_t)(n + 1);
-		nd->lid = lid;
+	/* the SM's sweep keeps an ACTIVE port's LID: this one stays; its
+	 * LMC too (a base LID not aligned to it is EINVAL) */
+	rc = simf_lid_range_set(st, n, lid, st->nodes[n].lmc);
+	if (rc == 0)
 		__atomic_add_fetch(&st->generation, 1, __ATOMIC_RELEASE);
-	}
 	simf_unlock(f);
 	return rc;
 }

@@ -336,6 +336,13 @@ int simf_set_port_link(struct simf *f, int n, int port, int up);
  * as a re-sweep that gives it a new one. 0, or -1 with errno (EINVAL: no
  * such node, RoCE, a LID out of range; EADDRINUSE: another node's). */
 int simf_set_lid(struct simf *f, int n, uint16_t lid);
+/* Gives node n the LIDs base .. base + 2^lmc - 1 in the fabric's LID table
+ * (lft: every LID of the range delivers to n, as an HCA port accepts any
+ * DLID whose upper bits match its base LID), frees its old range, and sets
+ * nodes[n].lid / .lmc. Lock held. 0, or -1/EINVAL (base not aligned to
+ * 2^lmc or the range beyond SIMF_MAX_LID), EADDRINUSE (a LID of the range
+ * is another node's): nothing changes. base 0: only the old range is freed. */
+int simf_lid_range_set(struct simf_state *st, int n, uint16_t base, unsigned lmc);
 
 /* ---- the host service (uscmd, one per node; started by uscm-sim) -------- */
 

@@ -62,6 +62,7 @@ struct opts {
 	enum simf_umad_access umad_access;
 	enum simf_sm_kind sm;   /* --sm builtin|opensm */
 	const char *topo;       /* --topo FILE|fat-tree:L,S,H|chain:S,H */
+	int lmc;                /* --lmc N: every CA port's LMC (IB), 0..7 */
 	int start_opts;         /* any start-only option given */
 };
 
@@ -71,7 +72,7 @@ static void usage_to(FILE *out, int rc)
 		"usage: uscm-sim COMMAND [options]\n"
 		"  start [--dir D] [--nodes N] [--link ib|roce] [--seed S] [--pcap FILE]\n"
 		"        [--fault SPEC]... [--no-uscmd] [--umad-access root|all] [--netns]\n"
-		"        [--dev-infiniband] [--sm builtin|opensm] [--topo SPEC] [-v]\n"
+		"        [--dev-infiniband] [--sm builtin|opensm] [--topo SPEC] [--lmc N] [-v]\n"
 		"                                   start a fabric (default 2 nodes, IB) and one uscmd\n"
 		"                                   (host service) per node            (alias: up)\n"
 		"        --no-uscmd                 no uscmd (in-process programs own the CM agents)\n"
@@ -88,6 +89,8 @@ static void usage_to(FILE *out, int rc)
 		"                                   topology file, or L leaves with H hosts each under\n"
 		"                                   S spines, or S switches in a line with H hosts each;\n"
 		"                                   its CAs are node1..N (D/topology has the result)\n"
+		"        --lmc N                    LMC of every CA port (IB, 0..7; default 0): 2^N LIDs\n"
+		"                                   per port, every one routed (the SM's, or opensm's lmc)\n"
 		"        --umad-access root|all     who may open /dev/infiniband/umadN (default root,\n"
 		"                                   as on a real host; verbs are open to every user)\n"
 		"  stop [--dir D]                   stop the uscmds, then the SM and every node\n"
@@ -200,6 +203,16 @@ static int parse_opts(int argc, char **argv, int i, struct opts *o)
 			o->no_uscmd = 1; /* run on a running fabric: no USCM_SOCKET */
 		} else if (strcmp(a, "--topo") == 0 && i + 1 < argc) {
 			o->topo = argv[++i];
+			o->start_opts = 1;
+		} else if (strcmp(a, "--lmc") == 0 && i + 1 < argc) {
+			char *end;
+			long v = strtol(argv[++i], &end, 10);
+
+			if (*end || v < 0 || v > 7) {
+				fprintf(stderr, "uscm-sim: --lmc 0..7\n");
+				exit(2);
+			}
+			o->lmc = (int)v;
 			o->start_opts = 1;
 		} else if (strcmp(a, "--sm") == 0 && i + 1 < argc) {
 			const char *v = argv[++i];
@@ -1125,9 +1138,9 @@ static int claim_instance(const char *absdir, unsigned *inst)
 	return -1;
 }
 
-static pid_t spawn_sm(const char *dir, int claim_fd, int verbose)
+static pid_t spawn_sm(const char *dir, int claim_fd, int verbose, int lmc)
 {
-	char sm[PATH_MAX], fdbuf[16], logp[PATH_MAX + 16], lp[2 * PATH_MAX + 8];
+	char sm[PATH_MAX], fdbuf[16], logp[PATH_MAX + 16], lp[2 * PATH_MAX + 8], lmcbuf[8];
 	pid_t pid;
 
 	/* build/bin/uscm-sim-sm, or ${libexecdir}/uscm/uscm-sim-sm */
@@ -1138,6 +1151,7 @@ static pid_t spawn_sm(const char *dir, int claim_fd, int verbose)
 		return -1;
 	}
 	snprintf(fdbuf, sizeof(fdbuf), "%d", claim_fd);
+	snprintf(lmcbuf, sizeof(lmcbuf), "%d", lmc);
 	snprintf(logp, sizeof(logp), "%s/sm.log", dir);
 	lib_path(lp, sizeof(lp)); /* for an external SM it starts on a node */
 	pid = fork();
@@ -1156,9 +1170,11 @@ static pid_t spawn_sm(const char *dir, int claim_fd, int verbose)
 		}
 		fcntl(claim_fd, F_SETFD, 0);
 		if (verbose)
-			execl(sm, "uscm-sim-sm", "--dir", dir, "--fd", fdbuf, "--lib-path", lp, "-v", (char *)NULL);
+			execl(sm, "uscm-sim-sm", "--dir", dir, "--fd", fdbuf, "--lib-path", lp, "--lmc", lmcbuf, "-v",
+			      (char *)NULL);
 		else
-			execl(sm, "uscm-sim-sm", "--dir", dir, "--fd", fdbuf, "--lib-path", lp, (char *)NULL);
+			execl(sm, "uscm-sim-sm", "--dir", dir, "--fd", fdbuf, "--lib-path", lp, "--lmc", lmcbuf,
+			      (char *)NULL);
 		_exit(127);
 	}
 	return pid;
@@ -1330,7 +1346,7 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 	if (o->umad_access == SIMF_UMAD_ROOT && geteuid() != 0)
 		fprintf(stderr, "uscm-sim: note: only root may open umad ports on this fabric (--umad-access root) "
 				"and you are not root\n");
-	sm = spawn_sm(absdir, claim, o->verbose);
+	sm = spawn_sm(absdir, claim, o->verbose, o->link == SIMF_LINK_ROCE ? 0 : o->lmc);
 	close(claim);
 	if (sm < 0) {
 		fprintf(stderr, "uscm-sim: cannot start uscm-sim-sm: %s\n", strerror(errno));
