@@ -1826,6 +1826,7 @@ static void sma_input(int n, int src, uint16_t sport, const uint8_t *pkt, size_t
 	uint16_t status, attr;
 	uint32_t mod;
 	uint8_t ret_path[64];
+	uint16_t sma_dlid = 0, sma_slid = 0;
 	int dr;
 
 	g_in_port = 1;
@@ -1860,10 +1861,14 @@ static void sma_input(int n, int src, uint16_t sport, const uint8_t *pkt, size_t
 
 		/* LID-routed: the port it came in on; the answer goes back
 		 * through the switches to the requester's LID */
-		if (simf_route_lid(g_f, src, g_f->st->nodes[n].lid, &g_in_port) != n)
+		/* (LMC > 0: by the LIDs the SMP carried, so the answer
+		 * goes from its DLID back to its SLID, as an HCA's) */
+		sma_dlid = simf_bth_dlid(g_f, &b, n);
+		sma_slid = simf_bth_slid(g_f, &b, src);
+		if (simf_route_lid(g_f, src, sma_dlid, &g_in_port) != n)
 			g_in_port = 1;
-		if (sn->lid && simf_route_lid(g_f, n, sn->lid, NULL) != src) {
-			logf_("SMA of %s: no route back to LID %u: answer lost", g_f->st->nodes[n].name, sn->lid);
+		if (sn->lid && simf_route_lid(g_f, n, sma_slid, NULL) != src) {
+			logf_("SMA of %s: no route back to LID %u: answer lost", g_f->st->nodes[n].name, sma_slid);
 			return;
 		}
 	}
@@ -1893,6 +1898,8 @@ static void sma_input(int n, int src, uint16_t sport, const uint8_t *pkt, size_t
 	ob.dest_qp = g32(pkt + SIMF_BTH_LEN + 4) & 0xFFFFFF;
 	ob.psn = g_psn++ & 0xFFFFFF;
 	simf_bth_put(out, &ob);
+	if (!dr && sma_dlid)
+		simf_bth_set_lids(g_f, out, n, sma_dlid, src, sma_slid);
 	p32(out + SIMF_BTH_LEN, 0);      /* Q_Key: QP0 has none */
 	p32(out + SIMF_BTH_LEN + 4, 0);  /* source QP 0 */
 	logf_("SMA of %s: Subn%s %s(0x%04x) mod 0x%x from node%d%s: status 0x%04x",

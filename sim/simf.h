@@ -457,9 +457,20 @@ struct simf_bth {
 	uint32_t dest_qp;
 	uint8_t ack_req;
 	uint32_t psn;
+	uint8_t resv7;          /* byte 8 bits 6:0 (IB: bits 2:0 the DLID's path bits) */
 };
 void simf_bth_put(uint8_t *p, const struct simf_bth *b);
 void simf_bth_get(const uint8_t *p, struct simf_bth *b);
+/* LMC > 0 on IB (where bits 3:1 carry no GID index): the LIDs a packet
+ * travels with, as path bits of the two ends' base LIDs (LMC <= 3 exactly;
+ * higher path bits are lost): resv8a bits 3:1 the SLID's, BTH byte 8 bits
+ * 2:0 (IBTA reserved; zero in the fabric's capture, whose LRH shows the
+ * LIDs) the DLID's. simf_bth_set_lids writes them into a built packet
+ * (BTH first), simf_bth_slid / simf_bth_dlid read them back from a parsed
+ * BTH (RoCE: 0). */
+void simf_bth_set_lids(const struct simf *f, uint8_t *pkt, int src, uint16_t slid, int dst, uint16_t dlid);
+uint16_t simf_bth_slid(const struct simf *f, const struct simf_bth *b, int src);
+uint16_t simf_bth_dlid(const struct simf *f, const struct simf_bth *b, int dst);
 /* RoCEv2 ICRC over the UDP payload as it would travel from node src to dst
  * (IPv4 pseudo-header from the nodes' transport addresses). */
 uint32_t simf_icrc(const struct simf *f, int src, int dst, uint16_t sport, uint16_t dport,
