@@ -8,7 +8,9 @@
  * leaves, and an unmodified rping over uscm's librdmacm connects with a REQ
  * carrying the SLID/DLID of the PathRecord OpenSM's SA answered (read back
  * from the capture with uscm-decode --json), its data flowing. The built-in
- * SM does the same numbering and spreading itself. Last, both SMs answer the
+ * SM does the same numbering and spreading itself, and MADs to non-base
+ * LIDs are answered from those LIDs (ibping, smpquery; the capture's LRH).
+ * Last, both SMs answer the
  * same PathRecord between the same two ports of the default 2-node fabric,
  * field by field, except what docs/sim.md lists as differing (the LIDs each
  * SM numbers, MTU and packet lifetime). Skipped when opensm,
@@ -209,6 +211,33 @@ Test(lmc, builtin_lmc2_routes_every_lid)
 	start_fat_tree("builtin");
 	expect_lmc_fabric(&b1, &b3);
 	rping_1_3();
+	/* MADs to and from non-base LIDs: ibping's server answers from the
+	 * LID it was pinged at (umad's path bits), and the capture's LRH
+	 * shows the LIDs used, SMPs included */
+	{
+		char *out = NULL, want[64];
+
+		need("ibping", "infiniband-diags");
+		cr_assert_eq(lt_sh(NULL, "(USCM_SIM_NODE=node3 %s timeout 15 ibping -S) >/dev/null 2>&1 &",
+				   lt_util_env()),
+			     0);
+		for (int i = 0; i < 50; i++) {
+			free(out);
+			out = NULL;
+			if (on_node(1, &out, "ibping -c 1 -t 500 %u", b3 + 2) == 0)
+				break;
+			usleep(100 * 1000); /* the server is not registered yet */
+		}
+		cr_expect(strstr(out, "1 received"), "ibping %u:\n%s", b3 + 2, out);
+		free(out);
+		out = NULL;
+		cr_assert_eq(lt_sh(&out, "%s/uscm-decode %s", lt_bin(), pcap), 0);
+		snprintf(want, sizeof(want), "LID %u -> LID %u SMP GetResp", b3 + 1, b1);
+		cr_expect(strstr(out, want), "no '%s' in the capture", want);
+		snprintf(want, sizeof(want), "LID %u -> LID %u class? GetResp", b3 + 2, b1);
+		cr_expect(strstr(out, want), "no '%s' in the capture", want);
+		free(out);
+	}
 }
 
 /* One PathRecord node1 -> node2 (by GIDs) from the fabric's SA. */
