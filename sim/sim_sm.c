@@ -630,6 +630,63 @@ static int has_pkey(const struct simf_node *nd, uint16_t pkey)
 	return 0;
 }
 
+/* One record for source LID slid of port sn to dlid of dn. */
+static int pr_fill(struct table *t, const uint8_t *q, uint64_t cm, const struct simf_node *sn,
+		   const struct simf_node *dn, uint16_t pkey, uint16_t slid, uint16_t dlid, uint8_t pref)
+{
+	uint8_t *p = table_add(t);
+
+	if (!p)
+		return -1;
+	if (cm & PR_SERVICE_ID)
+		memcpy(p, q, 8);
+	memcpy(p + 8, dn->gid, 16);
+	memcpy(p + 24, sn->gid, 16);
+	p16(p + 40, dlid);
+	p16(p + 42, slid);
+	/* RawTraffic 0, FlowLabel, HopLimit */
+	p32(p + 44, ((cm & PR_FLOW_LABEL) ? (g32(q + 44) & 0x0FFFFF00u) : 0) | ((cm & PR_HOP_LIMIT) ? q[47] : 0));
+	p[48] = (cm & PR_TCLASS) ? q[48] : 0;
+	p[49] = 0x80; /* Reversible, NumbPath 0 */
+	p16(p + 50, pkey == 0xFFFF || !(cm & PR_PKEY) ? 0xFFFF : pkey);
+	p16(p + 52, (cm & PR_SL) ? (g16(q + 52) & 0xF) : 0); /* QoSClass 0, SL */
+	p[54] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | FAB_MTU);
+	p[55] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | FAB_RATE);
+	p[56] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | FAB_PLT);
+	p[57] = pref;
+	return 0;
+}
+
+/* The paths between two ports, as OpenSM lists them with LMC > 0: their
+ * LIDs (the one given in the query, else every LID of the port's range)
+ * paired offset by offset first (Preference 0), then every other
+ * combination (Preference 2), source-major; NumbPath in the mask limits
+ * how many, a Get takes the first. */
+static int pr_pair(struct table *t, const uint8_t *q, uint64_t cm, uint8_t method, const struct simf_node *sn,
+		   const struct simf_node *dn, uint16_t pkey, uint16_t s_lid, uint16_t d_lid)
+{
+	unsigned ns = s_lid ? 1 : 1u << (sn->lmc & 7), nd = d_lid ? 1 : 1u << (dn->lmc & 7);
+	unsigned sb = s_lid ? s_lid : sn->lid, db = d_lid ? d_lid : dn->lid;
+	unsigned max = ns * nd, n = 0, both = ns < nd ? ns : nd;
+
+	if ((cm & PR_NUMB_PATH) && (q[49] & 0x7F) && (q[49] & 0x7F) < max)
+		max = q[49] & 0x7F;
+	if (method == UMAD_METHOD_GET)
+		max = 1;
+	for (unsigned k = 0; k < both && n < max; k++, n++)
+		if (pr_fill(t, q, cm, sn, dn, pkey, (uint16_t)(sb + k), (uint16_t)(db + k), 0) < 0)
+			return -1;
+	for (unsigned i = 0; i < ns && n < max; i++)
+		for (unsigned j = 0; j < nd && n < max; j++) {
+			if (i == j && i < both)
+				continue;
+			if (pr_fill(t, q, cm, sn, dn, pkey, (uint16_t)(sb + i), (uint16_t)(db + j), 2) < 0)
+				return -1;
+			n++;
+		}
+	return 0;
+}
+
 static void sa_path_record(const struct req *r)
 {
 	const struct simf_state *st = g_f->st;
@@ -638,7 +695,7 @@ static void sa_path_record(const struct req *r)
 	uint8_t method = r->mad[3];
 	struct table t = { .reclen = PR_LEN };
 	int s_fix = -1, d_fix = -1;
-	uint16_t pkey = (cm & PR_PKEY) ? g16(q + 50) : 0xFFFF;
+	uint16_t pkey = (cm & PR_PKEY) ? g16(q + 50) : 0xFFFF, s_lid = 0, d_lid = 0;
 
 	if (method != UMAD_METHOD_GET && method != UMAD_SA_METHOD_GET_TABLE) {
 		send_status(r, UMAD_STATUS_METHOD_NOT_SUPPORTED);
@@ -661,6 +718,8 @@ static void sa_path_record(const struct req *r)
 	if (cm & PR_SLID) {
 		int n = simf_node_by_lid(g_f, g16(q + 42));
 
+		s_lid = g16(q + 42);
+
 		if (n < 0 || (s_fix >= 0 && n != s_fix))
 			s_fix = -2;
 		else
@@ -668,6 +727,8 @@ static void sa_path_record(const struct req *r)
 	}
 	if (cm & PR_DLID) {
 		int n = simf_node_by_lid(g_f, g16(q + 40));
+
+		d_lid = g16(q + 40);
 
 		if (n < 0 || (d_fix >= 0 && n != d_fix))
 			d_fix = -2;
@@ -690,7 +751,6 @@ static void sa_path_record(const struct req *r)
 			continue;
 		for (int d = 0; d <= (int)st->nnodes; d++) {
 			const struct simf_node *sn = &st->nodes[s], *dn = &st->nodes[d];
-			uint8_t *p;
 
 			if (d_fix != -1 && d != d_fix)
 				continue;
@@ -698,26 +758,8 @@ static void sa_path_record(const struct req *r)
 				continue;
 			if (!has_pkey(sn, pkey) || !has_pkey(dn, pkey))
 				continue;
-			p = table_add(&t);
-			if (!p)
+			if (pr_pair(&t, q, cm, method, sn, dn, pkey, s_lid, d_lid) < 0)
 				break;
-			if (cm & PR_SERVICE_ID)
-				memcpy(p, q, 8);
-			memcpy(p + 8, dn->gid, 16);
-			memcpy(p + 24, sn->gid, 16);
-			p16(p + 40, dn->lid);
-			p16(p + 42, sn->lid);
-			/* RawTraffic 0, FlowLabel, HopLimit */
-			p32(p + 44, ((cm & PR_FLOW_LABEL) ? (g32(q + 44) & 0x0FFFFF00u) : 0) |
-					    ((cm & PR_HOP_LIMIT) ? q[47] : 0));
-			p[48] = (cm & PR_TCLASS) ? q[48] : 0;
-			p[49] = 0x80; /* Reversible, NumbPath 0 */
-			p16(p + 50, pkey == 0xFFFF || !(cm & PR_PKEY) ? 0xFFFF : pkey);
-			p16(p + 52, (cm & PR_SL) ? (g16(q + 52) & 0xF) : 0); /* QoSClass 0, SL */
-			p[54] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | FAB_MTU);
-			p[55] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | FAB_RATE);
-			p[56] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | FAB_PLT);
-			p[57] = 0; /* Preference */
 		}
 	}
 	if (g_verbose) {

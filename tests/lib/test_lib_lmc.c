@@ -13,8 +13,9 @@
  * Last, both SMs answer the
  * same PathRecord between the same two ports of the default 2-node fabric,
  * field by field, except what docs/sim.md lists as differing (the LIDs each
- * SM numbers, MTU and packet lifetime). Skipped when opensm,
- * infiniband-diags or rdmacm-utils is missing.
+ * SM numbers, MTU and packet lifetime), and with LMC 2 across leaves the
+ * same list of paths in the same order with the same Preference. Skipped
+ * when opensm, infiniband-diags or rdmacm-utils is missing.
  */
 #include "libtest.h"
 
@@ -290,6 +291,64 @@ Test(lmc, both_sms_same_pathrecord)
 	cr_expect_eq(field(o, "mtu"), 0x85ul, "%s", o);
 	cr_expect_eq(field(b, "pkt_life"), 0x8Eul, "%s", b);
 	cr_expect_eq(field(o, "pkt_life"), 0x92ul, "%s", o);
+	free(b);
+	free(o);
+}
+
+/* saquery's PathRecords with the LIDs as offsets from the two ports' base
+ * LIDs and without the documented differences (MTU, packet lifetime):
+ * what both SMs must answer alike. Malloc'd. */
+static char *normalized(const char *out, unsigned sbase, unsigned dbase)
+{
+	size_t cap = strlen(out) + 1, n = 0;
+	char *r = malloc(cap + 64 * 64);
+
+	cr_assert(r);
+	for (const char *p = out; *p;) {
+		size_t l = strcspn(p, "\n");
+		const char *w = p + strspn(p, "\t");
+
+		if (strncmp(w, "slid.", 5) == 0)
+			n += (size_t)sprintf(r + n, "slid = base+%lu\n", field(w, "slid") - sbase);
+		else if (strncmp(w, "dlid.", 5) == 0)
+			n += (size_t)sprintf(r + n, "dlid = base+%lu\n", field(w, "dlid") - dbase);
+		else if (strncmp(w, "mtu.", 4) && strncmp(w, "pkt_life.", 9)) {
+			memcpy(r + n, p, l);
+			n += l;
+			r[n++] = '\n';
+		}
+		p += l + (p[l] == '\n');
+	}
+	r[n] = 0;
+	return r;
+}
+
+static char *multipath_1_3(const char *sm)
+{
+	char *out = NULL, *r;
+
+	start_fat_tree(sm);
+	cr_assert_eq(on_node(1, &out, "saquery PR --sgid fe80::2:c903:0:1 --dgid fe80::2:c903:0:3"), 0, "%s", out);
+	r = normalized(out, base_lid(1), base_lid(3));
+	free(out);
+	lt_fabric_stop();
+	unlink(pcap);
+	return r;
+}
+
+/* With LMC 2 across leaves: the same 16 records in the same order, with
+ * the same Preference, every field alike but the LIDs' numbering (offsets
+ * compared) and the documented MTU / packet lifetime. */
+Test(lmc, both_sms_same_multipath)
+{
+	char *b, *o;
+
+	need("opensm", "opensm");
+	need("saquery", "infiniband-diags");
+	b = multipath_1_3("builtin");
+	o = multipath_1_3("opensm");
+	cr_expect(strstr(b, "preference..............0x2"), "%s", b);
+	cr_expect_str_eq(b, o, "built-in SA:\n%s\nOpenSM's SA:\n%s", b, o);
 	free(b);
 	free(o);
 }
