@@ -99,7 +99,8 @@
 #define SR_LEN 176
 
 /* what the fabric offers */
-#define FAB_MTU 4            /* 2048 */
+#define FAB_MTU 4            /* 2048 (multicast groups) */
+#define PATH_MTU 5             /* 4096: the ports' MTUCap, what OpenSM computes for a path */
 #define FAB_RATE 16          /* 100 Gb/s */
 #define FAB_PLT 14
 #define SA_RESP_TIME 16
@@ -650,7 +651,7 @@ static int pr_fill(struct table *t, const uint8_t *q, uint64_t cm, const struct 
 	p[49] = 0x80; /* Reversible, NumbPath 0 */
 	p16(p + 50, pkey == 0xFFFF || !(cm & PR_PKEY) ? 0xFFFF : pkey);
 	p16(p + 52, (cm & PR_SL) ? (g16(q + 52) & 0xF) : 0); /* QoSClass 0, SL */
-	p[54] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | FAB_MTU);
+	p[54] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | PATH_MTU);
 	p[55] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | FAB_RATE);
 	p[56] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | FAB_PLT);
 	p[57] = pref;
@@ -739,7 +740,7 @@ static void sa_path_record(const struct req *r)
 		send_status(r, UMAD_SA_STATUS_INSUF_COMPS << 8);
 		return;
 	}
-	if ((cm & PR_MTU) && !sel_ok(0, (cm & PR_MTU_SEL) ? q[54] >> 6 : 2, q[54] & 0x3F, FAB_MTU))
+	if ((cm & PR_MTU) && !sel_ok(0, (cm & PR_MTU_SEL) ? q[54] >> 6 : 2, q[54] & 0x3F, PATH_MTU))
 		goto none;
 	if ((cm & PR_RATE) && !sel_ok(1, (cm & PR_RATE_SEL) ? q[55] >> 6 : 2, q[55] & 0x3F, FAB_RATE))
 		goto none;
