@@ -99,7 +99,8 @@
 #define SR_LEN 176
 
 /* what the fabric offers */
-#define FAB_MTU 4            /* 2048 */
+#define FAB_MTU 4            /* 2048 (multicast groups) */
+#define PATH_MTU 5             /* 4096: the ports' MTUCap, what OpenSM computes for a path */
 #define FAB_RATE 16          /* 100 Gb/s */
 #define FAB_PLT 14
 #define SA_RESP_TIME 16
@@ -476,6 +477,7 @@ static void answer(const struct req *r, struct table *t)
 /* ---- SM: LIDs and port states --------------------------------------------- */
 
 static uint32_t g_sm_activity;  /* SMInfo ActCount: bumped by every sweep */
+static unsigned g_lmc;          /* uscm-sim up --lmc: the LMC of every CA port */
 
 /* The built-in SM's switches (a --topo fabric): LIDs after the CAs', every
  * port Active, and LFTs by fewest hops (the first port found on a tie), as
@@ -488,25 +490,26 @@ static void builtin_switches(struct simf_state *st)
 	for (unsigned i = st->nnodes + 1; i <= total && i < SIMF_MAX_NODES; i++) {
 		struct simf_node *nd = &st->nodes[i];
 
-		nd->sm_lid = 1;
-		if (!nd->lid) {
-			nd->lid = (uint16_t)(i + 1);
-			st->lft[nd->lid] = (uint8_t)(i + 1);
-		}
+		nd->sm_lid = st->nodes[0].lid;
+		if (!nd->lid)
+			simf_lid_range_set(st, (int)i, (uint16_t)((i + 1) << g_lmc), 0);
 		nd->port_state = SIMF_PORT_ACTIVE;
 		for (unsigned p = 1; p <= nd->nports; p++)
 			nd->ports[p].state = nd->ports[p].peer >= 0 && !nd->ports[p].down ? SIMF_PORT_ACTIVE
 											   : SIMF_PORT_DOWN;
 	}
 	for (unsigned d = 1; d <= total && d < SIMF_MAX_NODES; d++) {
-		int queue[SIMF_MAX_NODES], seen[SIMF_MAX_NODES] = { 0 }, qh = 0, qt = 0;
+		int queue[SIMF_MAX_NODES], dist[SIMF_MAX_NODES], qh = 0, qt = 0;
 		uint16_t lid = st->nodes[d].lid;
+		unsigned nlids = 1u << (st->nodes[d].lmc & 7);
 
 		if (!lid)
 			continue;
-		if (lid > top)
-			top = lid;
-		seen[d] = 1;
+		if (lid + nlids - 1 > top)
+			top = (uint16_t)(lid + nlids - 1);
+		for (unsigned k = 0; k < SIMF_MAX_NODES; k++)
+			dist[k] = -1;
+		dist[d] = 0;
 		queue[qt++] = (int)d;
 		if (st->nodes[d].type == SIMF_NODE_SWITCH)
 			st->sw[st->nodes[d].sw].lft[lid] = 0;
@@ -519,13 +522,34 @@ static void builtin_switches(struct simf_state *st)
 			for (unsigned p = 1; p <= un->nports; p++) {
 				int v = un->ports[p].peer;
 
-				if (v <= 0 || v >= SIMF_MAX_NODES || seen[v] || un->ports[p].down ||
+				if (v <= 0 || v >= SIMF_MAX_NODES || dist[v] >= 0 || un->ports[p].down ||
 				    st->nodes[v].type != SIMF_NODE_SWITCH)
 					continue;
-				seen[v] = 1;
+				dist[v] = dist[u] + 1;
 				st->sw[st->nodes[v].sw].lft[lid] = un->ports[p].peer_port;
 				queue[qt++] = v;
 			}
+		}
+		/* LMC > 0: LID base + k leaves each switch by the k-th of its
+		 * ports on a shortest path (counted from the one base takes),
+		 * so a port's LIDs spread over the fat tree's spines */
+		for (int qi = 1; nlids > 1 && qi < qt; qi++) {
+			int v = queue[qi], cand[SIMF_MAX_PORTS], nc = 0, first = 0;
+			const struct simf_node *vn = &st->nodes[v];
+			uint8_t *vl = st->sw[vn->sw].lft;
+
+			for (unsigned p = 1; p <= vn->nports; p++) {
+				int w = vn->ports[p].peer;
+
+				if (w >= 0 && w < SIMF_MAX_NODES && !vn->ports[p].down && dist[w] == dist[v] - 1 &&
+				    (w == (int)d || st->nodes[w].type == SIMF_NODE_SWITCH) && nc < SIMF_MAX_PORTS) {
+					if (p == vl[lid])
+						first = nc;
+					cand[nc++] = (int)p;
+				}
+			}
+			for (unsigned k = 1; k < nlids && nc; k++)
+				vl[lid + k] = (uint8_t)cand[(first + (int)k) % nc];
 		}
 	}
 	for (unsigned k = 0; k < st->nswitches; k++)
@@ -541,17 +565,19 @@ static void sm_sweep(void)
 	for (unsigned i = 0; i <= st->nnodes; i++) {
 		struct simf_node *nd = &st->nodes[i];
 
-		nd->sm_lid = 1;
+		/* LIDs: node i's base is (i + 1) << LMC (node 0, the SM, gets
+		 * 1 with LMC 0), aligned as IBTA wants a base LID */
+		if (!st->nodes[0].lid)
+			simf_lid_range_set(st, 0, (uint16_t)(1u << g_lmc), g_lmc);
+		nd->sm_lid = st->nodes[0].lid;
 		if (!nd->link_up || (st->cabled && nd->ports[1].down)) {
 			nd->port_state = SIMF_PORT_DOWN;
 			continue;
 		}
 		if (nd->port_state == SIMF_PORT_ACTIVE && nd->lid)
 			continue;
-		if (!nd->lid) {
-			nd->lid = (uint16_t)(i + 1);
-			st->lft[nd->lid] = (uint8_t)(i + 1);
-		}
+		if (!nd->lid)
+			simf_lid_range_set(st, (int)i, (uint16_t)((i + 1) << g_lmc), g_lmc);
 		nd->port_state = SIMF_PORT_ACTIVE;
 		logf_("%s: LID %u, ACTIVE", nd->name, nd->lid);
 	}
@@ -623,6 +649,63 @@ static uint16_t path_pkey(const struct simf_node *sn, const struct simf_node *dn
 	return 0;
 }
 
+/* One record for source LID slid of port sn to dlid of dn. */
+static int pr_fill(struct table *t, const uint8_t *q, uint64_t cm, const struct simf_node *sn,
+		   const struct simf_node *dn, uint16_t pkey, uint16_t slid, uint16_t dlid, uint8_t pref)
+{
+	uint8_t *p = table_add(t);
+
+	if (!p)
+		return -1;
+	if (cm & PR_SERVICE_ID)
+		memcpy(p, q, 8);
+	memcpy(p + 8, dn->gid, 16);
+	memcpy(p + 24, sn->gid, 16);
+	p16(p + 40, dlid);
+	p16(p + 42, slid);
+	/* RawTraffic 0, FlowLabel, HopLimit */
+	p32(p + 44, ((cm & PR_FLOW_LABEL) ? (g32(q + 44) & 0x0FFFFF00u) : 0) | ((cm & PR_HOP_LIMIT) ? q[47] : 0));
+	p[48] = (cm & PR_TCLASS) ? q[48] : 0;
+	p[49] = 0x80; /* Reversible, NumbPath 0 */
+	p16(p + 50, pkey);
+	p16(p + 52, (cm & PR_SL) ? (g16(q + 52) & 0xF) : 0); /* QoSClass 0, SL */
+	p[54] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | PATH_MTU);
+	p[55] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | FAB_RATE);
+	p[56] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | FAB_PLT);
+	p[57] = pref;
+	return 0;
+}
+
+/* The paths between two ports, as OpenSM lists them with LMC > 0: their
+ * LIDs (the one given in the query, else every LID of the port's range)
+ * paired offset by offset first (Preference 0), then every other
+ * combination (Preference 2), source-major; NumbPath in the mask limits
+ * how many, a Get takes the first. */
+static int pr_pair(struct table *t, const uint8_t *q, uint64_t cm, uint8_t method, const struct simf_node *sn,
+		   const struct simf_node *dn, uint16_t pkey, uint16_t s_lid, uint16_t d_lid)
+{
+	unsigned ns = s_lid ? 1 : 1u << (sn->lmc & 7), nd = d_lid ? 1 : 1u << (dn->lmc & 7);
+	unsigned sb = s_lid ? s_lid : sn->lid, db = d_lid ? d_lid : dn->lid;
+	unsigned max = ns * nd, n = 0, both = ns < nd ? ns : nd;
+
+	if ((cm & PR_NUMB_PATH) && (q[49] & 0x7F) && (q[49] & 0x7F) < max)
+		max = q[49] & 0x7F;
+	if (method == UMAD_METHOD_GET)
+		max = 1;
+	for (unsigned k = 0; k < both && n < max; k++, n++)
+		if (pr_fill(t, q, cm, sn, dn, pkey, (uint16_t)(sb + k), (uint16_t)(db + k), 0) < 0)
+			return -1;
+	for (unsigned i = 0; i < ns && n < max; i++)
+		for (unsigned j = 0; j < nd && n < max; j++) {
+			if (i == j && i < both)
+				continue;
+			if (pr_fill(t, q, cm, sn, dn, pkey, (uint16_t)(sb + i), (uint16_t)(db + j), 2) < 0)
+				return -1;
+			n++;
+		}
+	return 0;
+}
+
 static void sa_path_record(const struct req *r)
 {
 	const struct simf_state *st = g_f->st;
@@ -632,6 +715,7 @@ static void sa_path_record(const struct req *r)
 	struct table t = { .reclen = PR_LEN };
 	int s_fix = -1, d_fix = -1;
 	int want_pkey = (cm & PR_PKEY) ? g16(q + 50) : -1;
+	uint16_t s_lid = 0, d_lid = 0;
 
 	if (method != UMAD_METHOD_GET && method != UMAD_SA_METHOD_GET_TABLE) {
 		send_status(r, UMAD_STATUS_METHOD_NOT_SUPPORTED);
@@ -654,6 +738,8 @@ static void sa_path_record(const struct req *r)
 	if (cm & PR_SLID) {
 		int n = simf_node_by_lid(g_f, g16(q + 42));
 
+		s_lid = g16(q + 42);
+
 		if (n < 0 || (s_fix >= 0 && n != s_fix))
 			s_fix = -2;
 		else
@@ -661,6 +747,8 @@ static void sa_path_record(const struct req *r)
 	}
 	if (cm & PR_DLID) {
 		int n = simf_node_by_lid(g_f, g16(q + 40));
+
+		d_lid = g16(q + 40);
 
 		if (n < 0 || (d_fix >= 0 && n != d_fix))
 			d_fix = -2;
@@ -671,7 +759,7 @@ static void sa_path_record(const struct req *r)
 		send_status(r, UMAD_SA_STATUS_INSUF_COMPS << 8);
 		return;
 	}
-	if ((cm & PR_MTU) && !sel_ok(0, (cm & PR_MTU_SEL) ? q[54] >> 6 : 2, q[54] & 0x3F, FAB_MTU))
+	if ((cm & PR_MTU) && !sel_ok(0, (cm & PR_MTU_SEL) ? q[54] >> 6 : 2, q[54] & 0x3F, PATH_MTU))
 		goto none;
 	if ((cm & PR_RATE) && !sel_ok(1, (cm & PR_RATE_SEL) ? q[55] >> 6 : 2, q[55] & 0x3F, FAB_RATE))
 		goto none;
@@ -683,7 +771,6 @@ static void sa_path_record(const struct req *r)
 			continue;
 		for (int d = 0; d <= (int)st->nnodes; d++) {
 			const struct simf_node *sn = &st->nodes[s], *dn = &st->nodes[d];
-			uint8_t *p;
 			uint16_t pkey;
 
 			if (d_fix != -1 && d != d_fix)
@@ -692,26 +779,8 @@ static void sa_path_record(const struct req *r)
 				continue;
 			if (!(pkey = path_pkey(sn, dn, want_pkey)))
 				continue;
-			p = table_add(&t);
-			if (!p)
+			if (pr_pair(&t, q, cm, method, sn, dn, pkey, s_lid, d_lid) < 0)
 				break;
-			if (cm & PR_SERVICE_ID)
-				memcpy(p, q, 8);
-			memcpy(p + 8, dn->gid, 16);
-			memcpy(p + 24, sn->gid, 16);
-			p16(p + 40, dn->lid);
-			p16(p + 42, sn->lid);
-			/* RawTraffic 0, FlowLabel, HopLimit */
-			p32(p + 44, ((cm & PR_FLOW_LABEL) ? (g32(q + 44) & 0x0FFFFF00u) : 0) |
-					    ((cm & PR_HOP_LIMIT) ? q[47] : 0));
-			p[48] = (cm & PR_TCLASS) ? q[48] : 0;
-			p[49] = 0x80; /* Reversible, NumbPath 0 */
-			p16(p + 50, pkey);
-			p16(p + 52, (cm & PR_SL) ? (g16(q + 52) & 0xF) : 0); /* QoSClass 0, SL */
-			p[54] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | FAB_MTU);
-			p[55] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | FAB_RATE);
-			p[56] = (uint8_t)(UMAD_SA_SELECTOR_EXACTLY << 6 | FAB_PLT);
-			p[57] = 0; /* Preference */
 		}
 	}
 	if (g_verbose) {
@@ -1651,20 +1720,19 @@ static uint16_t sma_set_port_info(int n, uint32_t mod, const uint8_t *q)
 		      port, cur, want);
 		return SMP_STATUS_BAD_VALUE;
 	}
-	if (!ext && lid && lid != nd->lid) {
-		if (st->lft[lid] && st->lft[lid] != (uint8_t)(n + 1)) {
+	if (!ext) {
+		/* the port takes every LID of base .. base + 2^LMC - 1 (a
+		 * switch's port 0 keeps LMC 0: OpenSM's lmc_esp0 is off) */
+		unsigned lmc = sw ? 0 : q[34] & 7;
+		uint16_t base = lid ? lid : nd->lid;
+
+		if ((base != nd->lid || lmc != nd->lmc) && simf_lid_range_set(st, n, base, lmc) < 0) {
 			simf_unlock(g_f);
-			logf_("SMA of %s: PortInfo Set: LID %u is node%d's", nd->name, lid, st->lft[lid] - 1);
+			logf_("SMA of %s: PortInfo Set: LID %u LMC %u: %s", nd->name, base, lmc,
+			      errno == EADDRINUSE ? "a LID of the range is another port's" : "not aligned");
 			return SMP_STATUS_BAD_VALUE;
 		}
-		if (nd->lid && st->lft[nd->lid] == (uint8_t)(n + 1))
-			st->lft[nd->lid] = 0;
-		st->lft[lid] = (uint8_t)(n + 1);
-		nd->lid = lid;
-	}
-	if (!ext) {
 		nd->sm_lid = smlid;
-		nd->lmc = sw ? 0 : q[34] & 7;
 	}
 	logf_("SMA of %s: PortInfo Set port %d: LID %u, SM LID %u, LMC %u, port state %u -> %u (asked %u)",
 	      nd->name, port, lid, smlid, q[34] & 7, cur, next, want);
@@ -1838,6 +1906,7 @@ static void sma_input(int n, int src, uint16_t sport, const uint8_t *pkt, size_t
 	uint16_t status, attr;
 	uint32_t mod;
 	uint8_t ret_path[64];
+	uint16_t sma_dlid = 0, sma_slid = 0;
 	int dr;
 
 	g_in_port = 1;
@@ -1872,10 +1941,14 @@ static void sma_input(int n, int src, uint16_t sport, const uint8_t *pkt, size_t
 
 		/* LID-routed: the port it came in on; the answer goes back
 		 * through the switches to the requester's LID */
-		if (simf_route_lid(g_f, src, g_f->st->nodes[n].lid, &g_in_port) != n)
+		/* (LMC > 0: by the LIDs the SMP carried, so the answer
+		 * goes from its DLID back to its SLID, as an HCA's) */
+		sma_dlid = simf_bth_dlid(g_f, &b, n);
+		sma_slid = simf_bth_slid(g_f, &b, src);
+		if (simf_route_lid(g_f, src, sma_dlid, &g_in_port) != n)
 			g_in_port = 1;
-		if (sn->lid && simf_route_lid(g_f, n, sn->lid, NULL) != src) {
-			logf_("SMA of %s: no route back to LID %u: answer lost", g_f->st->nodes[n].name, sn->lid);
+		if (sn->lid && simf_route_lid(g_f, n, sma_slid, NULL) != src) {
+			logf_("SMA of %s: no route back to LID %u: answer lost", g_f->st->nodes[n].name, sma_slid);
 			return;
 		}
 	}
@@ -1905,6 +1978,8 @@ static void sma_input(int n, int src, uint16_t sport, const uint8_t *pkt, size_t
 	ob.dest_qp = g32(pkt + SIMF_BTH_LEN + 4) & 0xFFFFFF;
 	ob.psn = g_psn++ & 0xFFFFFF;
 	simf_bth_put(out, &ob);
+	if (!dr && sma_dlid)
+		simf_bth_set_lids(g_f, out, n, sma_dlid, src, sma_slid);
 	p32(out + SIMF_BTH_LEN, 0);      /* Q_Key: QP0 has none */
 	p32(out + SIMF_BTH_LEN + 4, 0);  /* source QP 0 */
 	logf_("SMA of %s: Subn%s %s(0x%04x) mod 0x%x from node%d%s: status 0x%04x",
@@ -2018,7 +2093,7 @@ static int write_osm_conf(const char *odir, const char *conf)
 	fprintf(fp,
 		"# written by uscm-sim-sm for `uscm-sim up --sm opensm`\n"
 		"guid 0x0000000000000000\n"
-		"lmc 0\n"
+		"lmc %u\n"
 		"sweep_interval %d\n"
 		"force_log_flush TRUE\n"
 		"accum_log_file FALSE\n"
@@ -2031,7 +2106,7 @@ static int write_osm_conf(const char *odir, const char *conf)
 		"per_module_logging_file %s/per-module-logging.conf\n"
 		"console off\n"
 		"daemon FALSE\n",
-		sweep, odir, odir, odir, odir, odir, odir, odir);
+		g_lmc, sweep, odir, odir, odir, odir, odir, odir, odir);
 	return fclose(fp);
 }
 
@@ -2141,7 +2216,7 @@ static void on_signal(int sig)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: uscm-sim-sm [--dir D] [--fd N] [--lib-path P] [--partitions FILE] [-v]\n"
+	fprintf(stderr, "usage: uscm-sim-sm [--dir D] [--fd N] [--lib-path P] [--partitions FILE] [--lmc N] [-v]\n"
 			"  The fabric's SM/SA (node 0); normally started by `uscm-sim start`.\n");
 	exit(2);
 }
@@ -2165,6 +2240,9 @@ int main(int argc, char **argv)
 			libpath = argv[++i];
 		else if (strcmp(argv[i], "--partitions") == 0 && i + 1 < argc)
 			partitions = argv[++i];
+		else if (strcmp(argv[i], "--lmc") == 0 && i + 1 < argc && atoi(argv[i + 1]) >= 0 &&
+			 atoi(argv[i + 1]) <= 7)
+			g_lmc = (unsigned)atoi(argv[++i]);
 		else if (strcmp(argv[i], "-v") == 0)
 			g_verbose = 1;
 		else

@@ -366,7 +366,7 @@ void simf_bth_put(uint8_t *p, const struct simf_bth *b)
 	p[5] = (uint8_t)(b->dest_qp >> 16);
 	p[6] = (uint8_t)(b->dest_qp >> 8);
 	p[7] = (uint8_t)b->dest_qp;
-	p[8] = b->ack_req ? 0x80 : 0;
+	p[8] = (uint8_t)((b->ack_req ? 0x80 : 0) | (b->resv7 & 0x7F));
 	p[9] = (uint8_t)(b->psn >> 16);
 	p[10] = (uint8_t)(b->psn >> 8);
 	p[11] = (uint8_t)b->psn;
@@ -385,7 +385,49 @@ void simf_bth_get(const uint8_t *p, struct simf_bth *b)
 	b->becn = (p[4] >> 6) & 1;
 	b->dest_qp = (uint32_t)p[5] << 16 | (uint32_t)p[6] << 8 | p[7];
 	b->ack_req = p[8] >> 7;
+	b->resv7 = p[8] & 0x7F;
 	b->psn = (uint32_t)p[9] << 16 | (uint32_t)p[10] << 8 | p[11];
+}
+
+/* The path bits of lid on node n's port (0 when lid is not in its range). */
+static unsigned path_bits(const struct simf_state *st, int n, uint16_t lid)
+{
+	const struct simf_node *nd;
+
+	if (n < 0 || n >= SIMF_MAX_NODES)
+		return 0;
+	nd = &st->nodes[n];
+	if (!nd->lid || lid < nd->lid || lid >= nd->lid + (1u << (nd->lmc & 7)))
+		return 0;
+	return (unsigned)(lid - nd->lid) & 7u;
+}
+
+void simf_bth_set_lids(const struct simf *f, uint8_t *pkt, int src, uint16_t slid, int dst, uint16_t dlid)
+{
+	const struct simf_state *st = f->st;
+
+	if (st->link != SIMF_LINK_IB)
+		return;
+	pkt[4] = SIMF_RESV8A_SET_SGID(pkt[4], path_bits(st, src, slid));
+	pkt[8] = (uint8_t)((pkt[8] & 0x80) | (dlid < 0xC000 ? path_bits(st, dst, dlid) : 0));
+}
+
+uint16_t simf_bth_slid(const struct simf *f, const struct simf_bth *b, int src)
+{
+	const struct simf_state *st = f->st;
+
+	if (st->link != SIMF_LINK_IB || src < 0 || src >= SIMF_MAX_NODES || !st->nodes[src].lid)
+		return 0;
+	return (uint16_t)(st->nodes[src].lid | (SIMF_RESV8A_SGID(b->resv8a) & ((1u << st->nodes[src].lmc) - 1)));
+}
+
+uint16_t simf_bth_dlid(const struct simf *f, const struct simf_bth *b, int dst)
+{
+	const struct simf_state *st = f->st;
+
+	if (st->link != SIMF_LINK_IB || dst < 0 || dst >= SIMF_MAX_NODES || !st->nodes[dst].lid)
+		return 0;
+	return (uint16_t)(st->nodes[dst].lid | ((b->resv7 & 7u) & ((1u << st->nodes[dst].lmc) - 1)));
 }
 
 /* ---- state ------------------------------------------------------------------ */
@@ -1003,28 +1045,41 @@ int simf_set_link(struct simf *f, int n, int up)
 	return 0;
 }
 
+int simf_lid_range_set(struct simf_state *st, int n, uint16_t base, unsigned lmc)
+{
+	struct simf_node *nd = &st->nodes[n];
+	uint8_t me = (uint8_t)(n + 1);
+	unsigned cnt = 1u << (lmc & 7), ocnt = 1u << (nd->lmc & 7);
+
+	if (base && ((base & (cnt - 1)) || base + cnt - 1 > SIMF_MAX_LID))
+		return errno = EINVAL, -1;
+	for (unsigned i = 0; base && i < cnt; i++)
+		if (st->lft[base + i] && st->lft[base + i] != me)
+			return errno = EADDRINUSE, -1;
+	for (unsigned i = 0; nd->lid && i < ocnt && nd->lid + i <= SIMF_MAX_LID; i++)
+		if (st->lft[nd->lid + i] == me)
+			st->lft[nd->lid + i] = 0;
+	for (unsigned i = 0; base && i < cnt; i++)
+		st->lft[base + i] = me;
+	nd->lid = base;
+	nd->lmc = (uint8_t)(lmc & 7);
+	return 0;
+}
+
 int simf_set_lid(struct simf *f, int n, uint16_t lid)
 {
 	struct simf_state *st = f->st;
-	struct simf_node *nd;
-	int rc = 0;
+	int rc;
 
 	if (n < 0 || (unsigned)n > st->nnodes || st->link != SIMF_LINK_IB || !lid ||
 	    lid > SIMF_MAX_LID)
 		return errno = EINVAL, -1;
-	nd = &st->nodes[n];
 	simf_lock(f);
-	if (st->lft[lid] && st->lft[lid] != (uint8_t)(n + 1)) {
-		rc = -1;
-		errno = EADDRINUSE;
-	} else {
-		/* the SM's sweep keeps an ACTIVE port's LID: this one stays */
-		if (nd->lid && st->lft[nd->lid] == (uint8_t)(n + 1))
-			st->lft[nd->lid] = 0;
-		st->lft[lid] = (uint8_t)(n + 1);
-		nd->lid = lid;
+	/* the SM's sweep keeps an ACTIVE port's LID: this one stays; its
+	 * LMC too (a base LID not aligned to it is EINVAL) */
+	rc = simf_lid_range_set(st, n, lid, st->nodes[n].lmc);
+	if (rc == 0)
 		__atomic_add_fetch(&st->generation, 1, __ATOMIC_RELEASE);
-	}
 	simf_unlock(f);
 	return rc;
 }
@@ -1730,9 +1785,11 @@ static void pcap_write(struct simf *f, int src, int dst, uint16_t sport, const u
 		return;
 	memcpy(bth, pkt, SIMF_BTH_LEN);
 	bth[4] = 0;
+	if (st->link == SIMF_LINK_IB)
+		bth[8] &= 0x80; /* the DLID's path bits: the LRH has them */
 	if (st->link == SIMF_LINK_IB) {
-		uint16_t dlid = st->nodes[dst].lid ? st->nodes[dst].lid : 0xFFFF;
-		uint16_t slid = st->nodes[src].lid ? st->nodes[src].lid : 0xFFFF;
+		struct simf_bth pb;
+		uint16_t dlid, slid;
 		uint32_t dqp = (uint32_t)pkt[5] << 16 | (uint32_t)pkt[6] << 8 | pkt[7];
 		size_t pktlen = 8 + len;                  /* LRH..ICRC */
 		/* a directed-route SMP travels with the permissive LID */
@@ -1743,6 +1800,10 @@ static void pcap_write(struct simf *f, int src, int dst, uint16_t sport, const u
 		uint16_t vc;
 		struct timespec ts;
 		uint64_t erfts;
+
+		simf_bth_get(pkt, &pb);
+		dlid = st->nodes[dst].lid ? simf_bth_dlid(f, &pb, dst) : 0xFFFF;
+		slid = st->nodes[src].lid ? simf_bth_slid(f, &pb, src) : 0xFFFF;
 
 		/* ERF header (16 bytes, big-endian except the timestamp) */
 		clock_gettime(CLOCK_REALTIME, &ts);

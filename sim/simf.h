@@ -378,6 +378,13 @@ int simf_set_port_link(struct simf *f, int n, int port, int up);
  * as a re-sweep that gives it a new one. 0, or -1 with errno (EINVAL: no
  * such node, RoCE, a LID out of range; EADDRINUSE: another node's). */
 int simf_set_lid(struct simf *f, int n, uint16_t lid);
+/* Gives node n the LIDs base .. base + 2^lmc - 1 in the fabric's LID table
+ * (lft: every LID of the range delivers to n, as an HCA port accepts any
+ * DLID whose upper bits match its base LID), frees its old range, and sets
+ * nodes[n].lid / .lmc. Lock held. 0, or -1/EINVAL (base not aligned to
+ * 2^lmc or the range beyond SIMF_MAX_LID), EADDRINUSE (a LID of the range
+ * is another node's): nothing changes. base 0: only the old range is freed. */
+int simf_lid_range_set(struct simf_state *st, int n, uint16_t base, unsigned lmc);
 
 /* ---- the host service (uscmd, one per node; started by uscm-sim) -------- */
 
@@ -492,9 +499,20 @@ struct simf_bth {
 	uint32_t dest_qp;
 	uint8_t ack_req;
 	uint32_t psn;
+	uint8_t resv7;          /* byte 8 bits 6:0 (IB: bits 2:0 the DLID's path bits) */
 };
 void simf_bth_put(uint8_t *p, const struct simf_bth *b);
 void simf_bth_get(const uint8_t *p, struct simf_bth *b);
+/* LMC > 0 on IB (where bits 3:1 carry no GID index): the LIDs a packet
+ * travels with, as path bits of the two ends' base LIDs (LMC <= 3 exactly;
+ * higher path bits are lost): resv8a bits 3:1 the SLID's, BTH byte 8 bits
+ * 2:0 (IBTA reserved; zero in the fabric's capture, whose LRH shows the
+ * LIDs) the DLID's. simf_bth_set_lids writes them into a built packet
+ * (BTH first), simf_bth_slid / simf_bth_dlid read them back from a parsed
+ * BTH (RoCE: 0). */
+void simf_bth_set_lids(const struct simf *f, uint8_t *pkt, int src, uint16_t slid, int dst, uint16_t dlid);
+uint16_t simf_bth_slid(const struct simf *f, const struct simf_bth *b, int src);
+uint16_t simf_bth_dlid(const struct simf *f, const struct simf_bth *b, int dst);
 /* RoCEv2 ICRC over the UDP payload as it would travel from node src to dst
  * (IPv4 pseudo-header from the nodes' transport addresses). */
 uint32_t simf_icrc(const struct simf *f, int src, int dst, uint16_t sport, uint16_t dport,

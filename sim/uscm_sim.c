@@ -63,6 +63,7 @@ struct opts {
 	enum simf_sm_kind sm;   /* --sm builtin|opensm */
 	const char *topo;       /* --topo FILE|fat-tree:L,S,H|chain:S,H */
 	const char *partitions; /* --partitions FILE: opensm's partition config (-P) */
+	int lmc;                /* --lmc N: every CA port's LMC (IB), 0..7 */
 	int start_opts;         /* any start-only option given */
 };
 
@@ -72,7 +73,7 @@ static void usage_to(FILE *out, int rc)
 		"usage: uscm-sim COMMAND [options]\n"
 		"  start [--dir D] [--nodes N] [--link ib|roce] [--seed S] [--pcap FILE]\n"
 		"        [--fault SPEC]... [--no-uscmd] [--umad-access root|all] [--netns]\n"
-		"        [--dev-infiniband] [--sm builtin|opensm] [--topo SPEC]\n"
+		"        [--dev-infiniband] [--sm builtin|opensm] [--topo SPEC] [--lmc N]\n"
 		"        [--partitions FILE] [-v]\n"
 		"                                   start a fabric (default 2 nodes, IB) and one uscmd\n"
 		"                                   (host service) per node            (alias: up)\n"
@@ -92,6 +93,8 @@ static void usage_to(FILE *out, int rc)
 		"                                   its CAs are node1..N (D/topology has the result)\n"
 		"        --partitions FILE          (--sm opensm) OpenSM's partition configuration\n"
 		"                                   (partitions.conf), opensm's partition config file\n"
+		"        --lmc N                    LMC of every CA port (IB, 0..7; default 0): 2^N LIDs\n"
+		"                                   per port, every one routed (the SM's, or opensm's lmc)\n"
 		"        --umad-access root|all     who may open /dev/infiniband/umadN (default root,\n"
 		"                                   as on a real host; verbs are open to every user)\n"
 		"  stop [--dir D]                   stop the uscmds, then the SM and every node\n"
@@ -209,6 +212,16 @@ static int parse_opts(int argc, char **argv, int i, struct opts *o)
 			o->start_opts = 1;
 		} else if (strcmp(a, "--partitions") == 0 && i + 1 < argc) {
 			o->partitions = argv[++i];
+			o->start_opts = 1;
+		} else if (strcmp(a, "--lmc") == 0 && i + 1 < argc) {
+			char *end;
+			long v = strtol(argv[++i], &end, 10);
+
+			if (*end || v < 0 || v > 7) {
+				fprintf(stderr, "uscm-sim: --lmc 0..7\n");
+				exit(2);
+			}
+			o->lmc = (int)v;
 			o->start_opts = 1;
 		} else if (strcmp(a, "--sm") == 0 && i + 1 < argc) {
 			const char *v = argv[++i];
@@ -1134,9 +1147,9 @@ static int claim_instance(const char *absdir, unsigned *inst)
 	return -1;
 }
 
-static pid_t spawn_sm(const char *dir, int claim_fd, int verbose, const char *partitions)
+static pid_t spawn_sm(const char *dir, int claim_fd, int verbose, const char *partitions, int lmc)
 {
-	char sm[PATH_MAX], fdbuf[16], logp[PATH_MAX + 16], lp[2 * PATH_MAX + 8];
+	char sm[PATH_MAX], fdbuf[16], logp[PATH_MAX + 16], lp[2 * PATH_MAX + 8], lmcbuf[8];
 	pid_t pid;
 
 	/* build/bin/uscm-sim-sm, or ${libexecdir}/uscm/uscm-sim-sm */
@@ -1147,6 +1160,7 @@ static pid_t spawn_sm(const char *dir, int claim_fd, int verbose, const char *pa
 		return -1;
 	}
 	snprintf(fdbuf, sizeof(fdbuf), "%d", claim_fd);
+	snprintf(lmcbuf, sizeof(lmcbuf), "%d", lmc);
 	snprintf(logp, sizeof(logp), "%s/sm.log", dir);
 	lib_path(lp, sizeof(lp)); /* for an external SM it starts on a node */
 	pid = fork();
@@ -1165,7 +1179,7 @@ static pid_t spawn_sm(const char *dir, int claim_fd, int verbose, const char *pa
 		}
 		fcntl(claim_fd, F_SETFD, 0);
 		{
-			const char *av[12];
+			const char *av[16];
 			int ac = 0;
 
 			av[ac++] = "uscm-sim-sm";
@@ -1175,6 +1189,8 @@ static pid_t spawn_sm(const char *dir, int claim_fd, int verbose, const char *pa
 			av[ac++] = fdbuf;
 			av[ac++] = "--lib-path";
 			av[ac++] = lp;
+			av[ac++] = "--lmc";
+			av[ac++] = lmcbuf;
 			if (partitions && *partitions) {
 				av[ac++] = "--partitions";
 				av[ac++] = partitions;
@@ -1366,7 +1382,7 @@ static int do_start(const struct opts *o, char *absdir, size_t abslen, int quiet
 	if (o->umad_access == SIMF_UMAD_ROOT && geteuid() != 0)
 		fprintf(stderr, "uscm-sim: note: only root may open umad ports on this fabric (--umad-access root) "
 				"and you are not root\n");
-	sm = spawn_sm(absdir, claim, o->verbose, partitions);
+	sm = spawn_sm(absdir, claim, o->verbose, partitions, o->link == SIMF_LINK_ROCE ? 0 : o->lmc);
 	close(claim);
 	if (sm < 0) {
 		fprintf(stderr, "uscm-sim: cannot start uscm-sim-sm: %s\n", strerror(errno));

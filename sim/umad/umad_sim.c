@@ -1129,6 +1129,12 @@ static int send_locked(struct uport *up, struct ib_user_mad *m, size_t length)
 		  up->psn++, ag->qpn ? QKEY_GSI : 0, ag->qpn, mad);
 	if (roce())
 		pkt[4] = SIMF_RESV8A_SET_SGID(pkt[4], m->addr.gid_index);
+	else if (!(M_CLASS(mad) == 0x81) && be16toh(m->addr.lid) < 0xC000)
+		/* LMC > 0: SLID = base LID | the address's path bits, DLID
+		 * any LID of the destination's range */
+		simf_bth_set_lids(G.f, pkt, G.self,
+				  (uint16_t)(me->lid + (m->addr.path_bits & ((1u << (me->lmc & 7)) - 1))),
+				  simf_node_by_lid(G.f, be16toh(m->addr.lid)), be16toh(m->addr.lid));
 	e = xmit(up, &m->addr, pkt, &dst, &unserved);
 	if (e)
 		return e;
@@ -1198,11 +1204,16 @@ static void drop(const char *why, int src)
 }
 
 /* Fills the address part of a received record. */
-static void fill_rx_addr(ib_mad_addr_t *a, int src, uint32_t src_qp, uint8_t resv8a, int pkey_index)
+static void fill_rx_addr(ib_mad_addr_t *a, int src, uint32_t src_qp, const struct simf_bth *b, int pkey_index)
 {
+	uint8_t resv8a = b->resv8a;
+
 	memset(a, 0, sizeof(*a));
 	a->qpn = htobe32(src_qp);
-	a->lid = htobe16(roce() ? 0 : node(src)->lid);
+	a->lid = htobe16(roce() ? 0 : simf_bth_slid(G.f, b, src));
+	/* the DLID's path bits, as ib_umad reports the receive's */
+	a->path_bits = roce() || !node(G.self)->lid ? 0
+						    : (uint8_t)(simf_bth_dlid(G.f, b, G.self) - node(G.self)->lid);
 	a->sl = (uint8_t)SIMF_RESV8A_SL(resv8a);
 	a->pkey_index = (uint16_t)pkey_index;
 	if (roce() || SIMF_RESV8A_GRH(resv8a)) {
@@ -1484,7 +1495,7 @@ static void rx_datagram(struct uport *up, uint8_t *pkt, size_t len, int src, uin
 		drop("CM MAD whose method is not Send", src);
 		return;
 	}
-	fill_rx_addr(&a, src, src_qp, b.resv8a, pkey_index);
+	fill_rx_addr(&a, src, src_qp, &b, pkey_index);
 
 	if (is_response(mad)) {
 		struct osend *o = find_send(up, mad, src, NULL);

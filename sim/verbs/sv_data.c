@@ -143,6 +143,16 @@ static size_t bth(uint8_t *p, const struct sv_qp *q, uint8_t opcode, uint32_t dq
 	b.ack_req = (uint8_t)!!ackreq;
 	b.psn = psn & 0xFFFFFF;
 	simf_bth_put(p, &b);
+	if (av && q->ctx->link == SIMF_LINK_IB && av->dlid && av->dlid < 0xC000) {
+		/* LMC > 0: the path's SLID is the port's base LID | the
+		 * AH's source path bits; the DLID may be any of the
+		 * destination's LIDs (simf_bth_set_lids carries both) */
+		const struct simf_node *me = &q->ctx->f->st->nodes[q->ctx->node];
+
+		simf_bth_set_lids(q->ctx->f, p, q->ctx->node,
+				  (uint16_t)(me->lid + (av->src_path_bits & ((1u << (me->lmc & 7)) - 1))),
+				  simf_node_by_lid(q->ctx->f, av->dlid), av->dlid);
+	}
 	return SIMF_BTH_LEN;
 }
 
@@ -748,6 +758,12 @@ static void recv_complete(struct sv_qp *q, const struct sv_rwqe *r, int status, 
 	}
 	wc.pkey_index = q->pkey_index;
 	wc.slid = src_node >= 0 ? sv_node_lid(q->ctx, src_node) : 0;
+	if (q->ctx->link == SIMF_LINK_IB && src_node >= 0 && wc.slid) {
+		/* LMC > 0: the sender's SLID and the DLID it used */
+		wc.slid = simf_bth_slid(q->ctx->f, b, src_node);
+		wc.dlid_path_bits = (uint8_t)(simf_bth_dlid(q->ctx->f, b, q->ctx->node) -
+					      sv_node_lid(q->ctx, q->ctx->node));
+	}
 	wc.sl = (uint8_t)SIMF_RESV8A_SL(b->resv8a);
 	if (q->ctx->link == SIMF_LINK_ROCE && q->qp.qp_type == IBV_QPT_UD)
 		/* RoCE has no SL on the wire; a ConnectX (mlx5) UD responder CQE

@@ -288,7 +288,7 @@ Test(addr, route_from_sa_and_cache)
 	cr_expect_eq(be16toh(a->route.path_rec->slid), 2);
 	cr_expect_eq(be16toh(a->route.path_rec->dlid), 3);
 	cr_expect_eq(be16toh(a->route.path_rec->pkey), 0xFFFF);
-	cr_expect_eq(a->route.path_rec->mtu, IBV_MTU_2048);
+	cr_expect_eq(a->route.path_rec->mtu, IBV_MTU_4096); /* the ports' MTUCap, as OpenSM */
 	cr_expect_arr_eq(a->route.path_rec->dgid.raw, node2_gid, 16);
 	/* A second id to the same place: served from the shared cache. */
 	b = resolved(ch, "127.10.0.2", 7471, 1);

@@ -251,7 +251,7 @@ Test(fabric, path_record_get)
 	cr_assert_eq(p[49] & 0x80, 0x80, "reversible");
 	cr_assert_eq(get16(p + 50), 0xFFFF);
 	cr_assert_eq(p[53] & 0xF, 0, "SL");
-	cr_assert_eq(p[54], 0x80 | 4, "MTU 2048, selector exactly");
+	cr_assert_eq(p[54], 0x80 | 5, "MTU 4096 (the ports' MTUCap, as OpenSM), selector exactly");
 	cr_assert_eq(p[55], 0x80 | 16, "rate 100 Gb/s");
 	cr_assert_eq(p[56], 0x80 | 14, "packet lifetime");
 	cr_assert_geq(g_f->st->sa_queries, 1);
