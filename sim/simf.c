@@ -950,7 +950,7 @@ uint32_t simf_alloc_qpn(struct simf *f, int n)
 
 uint16_t simf_qp_port(uint32_t qpn)
 {
-	return (uint16_t)(SIMF_QP_PORT_BASE + qpn);
+	return (uint16_t)(SIMF_QP_PORT_BASE + qpn % SIMF_MAX_QPN);
 }
 
 uint32_t simf_node_addr(const struct simf *f, int n)

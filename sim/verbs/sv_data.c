@@ -1424,8 +1424,10 @@ static void rx_packet(struct sv_qp *q, int src, uint16_t sport, uint8_t *pkt, si
 	if (src < 0 || len < SIMF_BTH_LEN + SIMF_ICRC_LEN)
 		return;
 	simf_bth_get(pkt, &b);
-	if (b.dest_qp != q->qp.qp_num && !(b.dest_qp == 0xFFFFFF && t == IBV_QPT_UD))
+	if (b.dest_qp != q->qp.qp_num && !(b.dest_qp == 0xFFFFFF && t == IBV_QPT_UD)) {
+		q->ctx->stale_drops++;   /* for an earlier QP on this socket (ctx->idle) */
 		return;
+	}
 	if (!pkey_ok(b.pkey, qp_pkey(q))) {
 		q->ctx->bad_pkey++;
 		return;   /* P_Key violation */
@@ -1546,6 +1548,26 @@ static void port_watch(struct sv_ctx *c)
 	}
 }
 
+/* A datagram on an idle socket (ctx->idle) was meant for a destroyed QP:
+ * dropped and counted (lock held), as hardware drops a packet for a QPN
+ * that is no more. */
+static void drain_idle(struct sv_ctx *c, uint32_t pidx, uint8_t *buf)
+{
+	unsigned i;
+	int k;
+
+	for (i = 0; i < c->nidle; i++)
+		if (c->idle[i].qpn % SIMF_MAX_QPN == pidx)
+			break;
+	if (i == c->nidle)
+		return;   /* closed meanwhile */
+	for (k = 0; k < 64; k++) {
+		if (simf_recv(c->f, c->idle[i].fd, buf, 65536, NULL, NULL) < 0)
+			break;
+		c->stale_drops++;
+	}
+}
+
 static void *progress(void *arg)
 {
 	struct sv_ctx *c = arg;
@@ -1597,7 +1619,12 @@ static void *progress(void *arg)
 				continue;
 			}
 			pthread_mutex_lock(&c->lock);
-			q = sv_qp_by_num(c, ev[i].data.u32);
+			q = sv_qp_by_pidx(c, ev[i].data.u32);
+			if (!q) {
+				drain_idle(c, ev[i].data.u32, buf);
+				pthread_mutex_unlock(&c->lock);
+				continue;
+			}
 			for (k = 0; q && k < 64; k++) {
 				int src;
 				uint16_t sport;
@@ -1606,7 +1633,7 @@ static void *progress(void *arg)
 				if (len < 0)
 					break;
 				rx_packet(q, src, sport, buf, (size_t)len);
-				q = sv_qp_by_num(c, ev[i].data.u32);   /* still there */
+				q = sv_qp_by_pidx(c, ev[i].data.u32);   /* still there */
 			}
 			pthread_mutex_unlock(&c->lock);
 		}
