@@ -1425,7 +1425,7 @@ static void rx_packet(struct sv_qp *q, int src, uint16_t sport, uint8_t *pkt, si
 		return;
 	simf_bth_get(pkt, &b);
 	if (b.dest_qp != q->qp.qp_num && !(b.dest_qp == 0xFFFFFF && t == IBV_QPT_UD)) {
-		q->ctx->stale_drops++;   /* for an earlier QP on this socket (ctx->idle) */
+		q->ctx->stale_drops++;   /* not for this QP: most likely an earlier one of its socket (ctx->idle) */
 		return;
 	}
 	if (!pkey_ok(b.pkey, qp_pkey(q))) {
