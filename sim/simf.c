@@ -992,7 +992,7 @@ uint32_t simf_alloc_qpn(struct simf *f, int n)
 
 uint16_t simf_qp_port(uint32_t qpn)
 {
-	return (uint16_t)(SIMF_QP_PORT_BASE + qpn);
+	return (uint16_t)(SIMF_QP_PORT_BASE + qpn % SIMF_MAX_QPN);
 }
 
 uint32_t simf_node_addr(const struct simf *f, int n)
@@ -1625,9 +1625,35 @@ static struct {
 	pid_t pid;
 	dev_t dev;
 	ino_t ino;
+	uint64_t cookie;  /* its SO_NETNS_COOKIE, once a socket made in it was seen; 0: unknown */
 } keeper_ns = { .lk = PTHREAD_MUTEX_INITIALIZER };
 
-static void fabric_netns_enter(struct simf *f, int *back)
+#ifndef SO_NETNS_COOKIE
+#define SO_NETNS_COOKIE 71 /* Linux 5.14 */
+#endif
+
+/* The network namespace a socket lives in, as the kernel's 64-bit cookie
+ * (never 0, never reused while the namespace lives); 0 when the kernel
+ * cannot say (before 5.14). */
+static uint64_t sock_netns_cookie(int fd)
+{
+	uint64_t c = 0;
+	socklen_t l = sizeof(c);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &c, &l) < 0 || l != sizeof(c))
+		return 0;
+	return c;
+}
+
+/* Set in a thread whose last socket, made where it stood, turned out to be
+ * outside the keeper's namespace: it goes straight to the stat comparison
+ * next time. A hint only; correctness never depends on it. */
+static __thread int netns_elsewhere;
+
+/* Returns 1 when the thread is now in the keeper's namespace (it was, or
+ * it switched: *back >= 0), 0 when not known to be (no keeper, no right
+ * to switch, /proc unreadable). */
+static int fabric_netns_enter(struct simf *f, int *back)
 {
 	char p[64];
 	struct stat theirs, mine;
@@ -1636,7 +1662,7 @@ static void fabric_netns_enter(struct simf *f, int *back)
 
 	*back = -1;
 	if (kp <= 0)
-		return;
+		return 0;
 	snprintf(p, sizeof(p), "/proc/%d/ns/net", (int)kp);
 	pthread_mutex_lock(&keeper_ns.lk);
 	known = keeper_ns.pid == kp;
@@ -1645,16 +1671,18 @@ static void fabric_netns_enter(struct simf *f, int *back)
 	pthread_mutex_unlock(&keeper_ns.lk);
 	if (!known) {
 		if (stat(p, &theirs) < 0)
-			return;
+			return 0;
 		pthread_mutex_lock(&keeper_ns.lk);
 		keeper_ns.pid = kp;
 		keeper_ns.dev = theirs.st_dev;
 		keeper_ns.ino = theirs.st_ino;
+		keeper_ns.cookie = 0;
 		pthread_mutex_unlock(&keeper_ns.lk);
 	}
-	if (stat("/proc/thread-self/ns/net", &mine) < 0 ||
-	    (theirs.st_ino == mine.st_ino && theirs.st_dev == mine.st_dev))
-		return;
+	if (stat("/proc/thread-self/ns/net", &mine) < 0)
+		return 0;
+	if (theirs.st_ino == mine.st_ino && theirs.st_dev == mine.st_dev)
+		return 1;
 	fd = open(p, O_RDONLY | O_CLOEXEC);
 	*back = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || *back < 0 || setns(fd, CLONE_NEWNET) < 0) {
@@ -1664,6 +1692,7 @@ static void fabric_netns_enter(struct simf *f, int *back)
 	}
 	if (fd >= 0)
 		close(fd);
+	return *back >= 0;
 }
 
 static void fabric_netns_leave(int back)
@@ -1675,29 +1704,74 @@ static void fabric_netns_leave(int back)
 	close(back);
 }
 
+/* The system call itself, not socket(3): the fabric is the "hardware"
+ * under the application, and an application's LD_PRELOAD socket
+ * interposer (Debian's librspreload) would turn this socket into an
+ * rsocket over the very fabric it carries. Every later call on the fd
+ * reaches the kernel: interposers pass through fds they did not make. */
+static int sim_socket_syscall(void)
+{
+	return (int)syscall(SYS_socket, AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+}
+
 int simf_socket(struct simf *f, int n, uint16_t port, uint16_t *bound)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	socklen_t alen = sizeof(a);
-	int fd, one = SOCK_BUF, back, e;
+	int fd, one = SOCK_BUF, back = -1, e;
+	uint64_t cookie;
+	pid_t kp;
 
 	if (n < 0 || n >= SIMF_MAX_NODES || (unsigned)n > f->st->nnodes + f->st->nswitches)
 		return errno = EINVAL, -1;
-	fabric_netns_enter(f, &back);
-	/* The system call itself, not socket(3): the fabric is the "hardware"
-	 * under the application, and an application's LD_PRELOAD socket
-	 * interposer (Debian's librspreload) would turn this socket into an
-	 * rsocket over the very fabric it carries. Every later call on the fd
-	 * reaches the kernel: interposers pass through fds they did not make. */
-	fd = (int)syscall(SYS_socket, AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	e = errno;
-	fabric_netns_leave(back);
-	errno = e;
-	if (fd < 0)
-		return -1;
-	/* capped by net.core.[rw]mem_max; best effort */
+	/* Fast path (issue 15: the /proc stat of the thread's namespace was
+	 * half of a QP's creation, ~8 of ~17 µs): make the socket where the
+	 * thread stands and ask the kernel which namespace it is in. The
+	 * keeper's cookie matching proves it is the fabric's — whatever the
+	 * thread did with setns/unshare since the last socket — so nothing is
+	 * assumed; anything else (another namespace, cookie not known yet, a
+	 * kernel without SO_NETNS_COOKIE) goes the stat-and-switch way. */
+	kp = (pid_t)f->st->keeper_pid;
+	pthread_mutex_lock(&keeper_ns.lk);
+	cookie = kp > 0 && keeper_ns.pid == kp ? keeper_ns.cookie : 0;
+	pthread_mutex_unlock(&keeper_ns.lk);
+	fd = -1;
+	if (cookie && !netns_elsewhere) {
+		fd = sim_socket_syscall();
+		if (fd < 0)
+			return -1;
+		if (sock_netns_cookie(fd) != cookie) {
+			close(fd);
+			fd = -1;
+			netns_elsewhere = 1;
+		}
+	}
+	if (fd < 0) {
+		int in_keeper = fabric_netns_enter(f, &back);
+
+		fd = sim_socket_syscall();
+		e = errno;
+		fabric_netns_leave(back);
+		errno = e;
+		if (fd < 0)
+			return -1;
+		if (in_keeper && back < 0)
+			netns_elsewhere = 0;   /* the thread is back in the fabric's namespace */
+		if (in_keeper && !cookie && (cookie = sock_netns_cookie(fd)) != 0) {
+			pthread_mutex_lock(&keeper_ns.lk);
+			if (keeper_ns.pid == kp)
+				keeper_ns.cookie = cookie;
+			pthread_mutex_unlock(&keeper_ns.lk);
+		}
+	}
+	/* Capped by net.core.rmem_max; best effort. No SO_SNDBUF (issue 15,
+	 * one system call per socket): the transport is loopback, whose
+	 * driver orphans a datagram as it takes it (lo has no qdisc), so the
+	 * send buffer never holds more than the datagram being sent —
+	 * 100000 datagrams of 4224 bytes through a 9 KB send buffer to a
+	 * receiver that never reads: not one refused. (A qdisc an
+	 * administrator puts on lo would change that.) */
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &one, sizeof(one));
-	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
 	a.sin_addr.s_addr = simf_node_addr(f, n);
 	a.sin_port = htons(port);
 	/* the port is known unless the kernel chose it (port 0) */

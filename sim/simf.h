@@ -16,7 +16,8 @@
  *
  * Transport: UDP on loopback. Node i's sockets bind 127.77.<instance>.<i>
  * (any 127/8 address works on lo without configuration; no traffic goes to
- * 127.10.0.0/24). A QP n of node i is the UDP port simf_qp_port(n); every
+ * 127.10.0.0/24). A QP n of node i is the UDP port simf_qp_port(n) (n modulo
+ * SIMF_MAX_QPN: QPNs of reused sockets, see simf_qp_port); every
  * umad agent socket has its own port, registered in the node's agent table.
  * A datagram's payload is exactly a RoCEv2 UDP payload: BTH, [DETH | RETH |
  * AETH ...], payload, ICRC. The sender's node and thus SLID/SGID come from
@@ -49,7 +50,7 @@
 #define SIMF_MAX_FAULTS 32
 #define SIMF_MAX_LID 0xBFFF
 #define SIMF_QP_PORT_BASE 10000
-#define SIMF_MAX_QPN 50000     /* QPNs 2..SIMF_MAX_QPN-1 per node */
+#define SIMF_MAX_QPN 50000     /* ports of QPNs 2..SIMF_MAX_QPN-1 per node (simf_qp_port) */
 #define SIMF_PKEYS 16
 #define SIMF_NODE_PIDS 16      /* processes attached as one node */
 #define SIMF_MAX_MCG 64        /* multicast groups */
@@ -360,7 +361,12 @@ void simf_cable(struct simf *f, int a, int pa, int b, int pb);
 const uint8_t *simf_node_sgid(const struct simf *f, int n, unsigned sgid_index);
 /* Allocates a QPN on node n (>= 2). */
 uint32_t simf_alloc_qpn(struct simf *f, int n);
-uint16_t simf_qp_port(uint32_t qpn);   /* SIMF_QP_PORT_BASE + qpn */
+/* SIMF_QP_PORT_BASE + qpn % SIMF_MAX_QPN. simf_alloc_qpn hands out QPNs
+ * below SIMF_MAX_QPN; the verbs drop-in gives a later QP the socket of a
+ * destroyed one with the QPN one SIMF_MAX_QPN higher (same port, 24-bit
+ * QPNs): every QPN of a port is served by the one socket bound to it, and
+ * a datagram's BTH destination QPN tells the QP. */
+uint16_t simf_qp_port(uint32_t qpn);
 /* The transport address of node n in network order (127.77.inst.n). */
 uint32_t simf_node_addr(const struct simf *f, int n);
 /* Writes D/hosts (ibacm format) from the node table. */

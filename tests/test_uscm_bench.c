@@ -172,3 +172,27 @@ Test(uscm_bench, past_the_default_caps, .fini = fini, .timeout = 300)
 		  "%s", out);
 	free(out);
 }
+
+/* --qps: the sim's verbs QPs alone (issue 15) print every step of both
+ * shapes with a figure; a QP that fails to be made fails the run. */
+Test(uscm_bench, qp_loop_figures, .fini = fini, .timeout = 300)
+{
+	char path[512], *out = NULL;
+	const char *h, *c;
+	double cr, in, rtr, rts, de, tot, cyc;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/uscm-bench", bin());
+	rc = sh(&out, "%s -n 1 -s 0 --mad 0 --engine 0 --no-tcp --qps 200 2>&1", path);
+	cr_assert_eq(rc, 0, "uscm-bench --qps failed:\n%s", out);
+	cr_assert(strstr(out, "sim QPs (200 RC QPs on node1"), "%s", out);
+	h = strstr(out, "  held: ");
+	c = strstr(out, "  one at a time: ");
+	cr_assert(h && c, "%s", out);
+	cr_assert_eq(sscanf(h, "  held: create %lf INIT %lf RTR %lf RTS %lf destroy %lf total %lf", &cr, &in,
+			    &rtr, &rts, &de, &tot), 6, "%s", h);
+	cr_assert_eq(sscanf(c, "  one at a time: %lf", &cyc), 1, "%s", c);
+	/* a QP's creation makes a socket: never free */
+	cr_assert(cr > 0 && tot >= cr && cyc > 0, "%s", out);
+	free(out);
+}

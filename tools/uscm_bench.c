@@ -7,7 +7,7 @@
  * heap per established connection and the SA queries a run cost.
  *
  * usage: uscm-bench [-n N[,N...]] [-w WINDOW] [-s SERIAL] [--no-qp] [--no-tcp] [--clients P]
- *                   [--daemon] [--mad M] [--engine K] [--csv FILE] [--plot FILE.png]
+ *                   [--daemon] [--mad M] [--engine K] [--qps Q] [--csv FILE] [--plot FILE.png]
  *
  * It starts its own 2-node fabric (uscm-sim, next to this binary) and runs
  * every side as a child process of itself (--role ...): the rdma_cm server
@@ -502,6 +502,8 @@ static int role_main(const char *role, const struct bench_opts *o)
 		return bench_mad_ping(o);
 	if (!strcmp(role, "udp-echo"))
 		return bench_udp_echo(o);
+	if (!strcmp(role, "qp-loop"))
+		return bench_qp_loop(o);
 	if (!strcmp(role, "udp-ping"))
 		return bench_udp_ping(o);
 	fprintf(stderr, "uscm-bench: unknown role %s\n", role);
@@ -512,7 +514,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: uscm-bench [-n N[,N...]] [-w WINDOW] [-s SERIAL] [--no-qp] [--no-tcp] [--link ib|roce]\n"
-		"                  [--mad M] [--engine K] [--csv FILE] [--plot FILE.png]\n"
+		"                  [--mad M] [--engine K] [--qps Q] [--csv FILE] [--plot FILE.png]\n"
 		"  -n       connections per run, one uscm and one TCP run each (default 1000)\n"
 		"  -w       at most WINDOW connections in flight (default: all N)\n"
 		"  -s       also SERIAL connections one at a time: the latency figures (default 200, 0: off)\n"
@@ -523,7 +525,9 @@ static void usage(void)
 		"  --daemon also every uscm run through uscmd (one per node, daemon mode) and the\n"
 		"           daemon/in-process ratios and uscmd's memory per connection\n"
 		"  --mad    raw MAD round trips (default 1000, 0: off)\n"
-		"  --engine in-process engine handshakes (default 20000, 0: off)\n");
+		"  --engine in-process engine handshakes (default 20000, 0: off)\n"
+		"  --qps    the sim's verbs QPs alone: CPU per create/INIT/RTR/RTS/destroy over Q QPs\n"
+		"           on node1, held and one at a time (default 0: off)\n");
 }
 
 int main(int argc, char **argv)
@@ -536,11 +540,11 @@ int main(int argc, char **argv)
 		{ "plot", required_argument, NULL, 'G' }, { "link", required_argument, NULL, 'L' },
 		{ "window", required_argument, NULL, 'w' }, { "serial", required_argument, NULL, 's' },
 		{ "clients", required_argument, NULL, 'K' }, { "src", required_argument, NULL, 'S' },
-		{ "daemon", no_argument, NULL, 'Y' },
+		{ "daemon", no_argument, NULL, 'Y' },     { "qps", required_argument, NULL, 'U' },
 		{ "help", no_argument, NULL, 'h' },       { 0 },
 	};
 	struct bench_opts o = { .n = 1000, .dst = "127.10.0.2" };
-	size_t ns[MAX_NS] = { 1000 }, serial = 200, mad = 1000, engine = 20000;
+	size_t ns[MAX_NS] = { 1000 }, serial = 200, mad = 1000, engine = 20000, qps = 0;
 	int nn = 1, no_tcp = 0, c, with_daemon = 0;
 	const char *role = NULL, *csv = NULL, *plot = NULL;
 
@@ -553,6 +557,7 @@ int main(int argc, char **argv)
 		case 'T': no_tcp = 1; break;
 		case 'M': mad = strtoul(optarg, NULL, 0); break;
 		case 'E': engine = strtoul(optarg, NULL, 0); break;
+		case 'U': qps = strtoul(optarg, NULL, 0); break;
 		case 'C': csv = optarg; break;
 		case 'G': plot = optarg; break;
 		case 'L': link_kind = optarg; break;
@@ -748,6 +753,23 @@ int main(int argc, char **argv)
 				print_floor(cf, &udp, &m, &us, &ts, &ds, udp_cpu, mad_cpu);
 		} else {
 			fprintf(stderr, "uscm-bench: MAD round trip failed\n");
+			fail = 1;
+		}
+	}
+	if (qps) {
+		char sq[32], line[256], *qa[] = { "--role", "qp-loop", "-n", sq, NULL };
+		struct child qc;
+
+		snprintf(sq, sizeof(sq), "%zu", qps);
+		fprintf(stderr, "uscm-bench: %zu QPs, the sim's verbs alone\n", qps);
+		if (spawn(&qc, "node1", qa) == 0) {
+			while (fgets(line, sizeof(line), qc.out))
+				fputs(line, stdout);
+			if (finish(&qc, 120)) {
+				fprintf(stderr, "uscm-bench: the QP loop failed\n");
+				fail = 1;
+			}
+		} else {
 			fail = 1;
 		}
 	}

@@ -1452,8 +1452,10 @@ static void rx_packet(struct sv_qp *q, int src, uint16_t sport, uint8_t *pkt, si
 	if (src < 0 || len < SIMF_BTH_LEN + SIMF_ICRC_LEN)
 		return;
 	simf_bth_get(pkt, &b);
-	if (b.dest_qp != q->qp.qp_num && !(b.dest_qp == 0xFFFFFF && t == IBV_QPT_UD))
+	if (b.dest_qp != q->qp.qp_num && !(b.dest_qp == 0xFFFFFF && t == IBV_QPT_UD)) {
+		q->ctx->stale_drops++;   /* not for this QP: most likely an earlier one of its socket (ctx->idle) */
 		return;
+	}
 	if (!pkey_ok(b.pkey, qp_pkey(q))) {
 		/* P_Key violation: the port counts it (PortInfo
 		 * P_KeyViolations), the device too (bad_pkey_cntr) */
@@ -1585,6 +1587,26 @@ static void port_watch(struct sv_ctx *c)
 	}
 }
 
+/* A datagram on an idle socket (ctx->idle) was meant for a destroyed QP:
+ * dropped and counted (lock held), as hardware drops a packet for a QPN
+ * that is no more. */
+static void drain_idle(struct sv_ctx *c, uint32_t pidx, uint8_t *buf)
+{
+	unsigned i;
+	int k;
+
+	for (i = 0; i < c->nidle; i++)
+		if (c->idle[i].qpn % SIMF_MAX_QPN == pidx)
+			break;
+	if (i == c->nidle)
+		return;   /* closed meanwhile */
+	for (k = 0; k < 64; k++) {
+		if (simf_recv(c->f, c->idle[i].fd, buf, 65536, NULL, NULL) < 0)
+			break;
+		c->stale_drops++;
+	}
+}
+
 static void *progress(void *arg)
 {
 	struct sv_ctx *c = arg;
@@ -1636,7 +1658,12 @@ static void *progress(void *arg)
 				continue;
 			}
 			pthread_mutex_lock(&c->lock);
-			q = sv_qp_by_num(c, ev[i].data.u32);
+			q = sv_qp_by_pidx(c, ev[i].data.u32);
+			if (!q) {
+				drain_idle(c, ev[i].data.u32, buf);
+				pthread_mutex_unlock(&c->lock);
+				continue;
+			}
 			for (k = 0; q && k < 64; k++) {
 				int src;
 				uint16_t sport;
@@ -1645,7 +1672,7 @@ static void *progress(void *arg)
 				if (len < 0)
 					break;
 				rx_packet(q, src, sport, buf, (size_t)len);
-				q = sv_qp_by_num(c, ev[i].data.u32);   /* still there */
+				q = sv_qp_by_pidx(c, ev[i].data.u32);   /* still there */
 			}
 			pthread_mutex_unlock(&c->lock);
 		}

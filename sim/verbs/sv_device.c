@@ -259,6 +259,8 @@ SV_EXPORT int ibv_close_device(struct ibv_context *context)
 		if (q->fd >= 0)
 			close(q->fd);
 	}
+	for (i = 0; i < c->nidle; i++)
+		close(c->idle[i].fd);
 	for (i = 0; i < c->nmrs; i++)
 		free(c->mrs[i]);
 	free(c->mrs);

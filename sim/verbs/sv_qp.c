@@ -26,6 +26,30 @@ struct sv_qp *sv_qp_by_num(struct sv_ctx *c, uint32_t qpn)
 	return NULL;
 }
 
+/* The QP whose socket is the one on port index pidx (the epoll key). */
+struct sv_qp *sv_qp_by_pidx(struct sv_ctx *c, uint32_t pidx)
+{
+	struct sv_qp *q;
+
+	for (q = c->qps; q; q = q->next)
+		if (q->pidx == pidx)
+			return q;
+	return NULL;
+}
+
+/* The next QPN on an idle socket's port: the same port index, the next
+ * generation. 0 when its 24-bit QPNs are used up (the socket is closed
+ * then, and the port goes back to the node's allocator): a socket hands
+ * out each of its QPNs once, and a new socket on the port exists only
+ * after simf_alloc_qpn came round to it again, so a QPN comes back no
+ * sooner than it did before sockets were kept — once per pass of the
+ * node's allocator — and a CM's TimeWait / stale-connection check sees
+ * no more reuse than before. */
+static uint32_t idle_next_qpn(uint32_t qpn)
+{
+	return qpn + SIMF_MAX_QPN <= 0xFFFFFF ? qpn + SIMF_MAX_QPN : 0;
+}
+
 /* RC, UC, UD and the XRC initiator (send side only: no receive CQ, SRQ or
  * receive queue) on pd; the XRC target (context and xrcd given: no PD, CQs
  * or queues of its own, what it receives goes to XRC SRQs of xrcd). */
@@ -126,6 +150,16 @@ static struct ibv_qp *qp_new(struct ibv_context *context, struct ibv_pd *pd,
 		errno = ENOMEM;
 		goto fail;
 	}
+	/* A socket a destroyed QP left: no socket, bind or epoll_ctl. Every
+	 * idle socket has a next QPN (idle_next_qpn was checked when it was
+	 * kept). LIFO: the most recently used socket is the warmest. */
+	if (c->nidle) {
+		c->nidle--;
+		q->fd = c->idle[c->nidle].fd;
+		q->qp.qp_num = idle_next_qpn(c->idle[c->nidle].qpn);
+		q->pidx = q->qp.qp_num % SIMF_MAX_QPN;
+		goto have_socket;
+	}
 	/* a QPN whose port is still bound (by a live QP of this node) is skipped */
 	for (tries = 0; tries < 64 && q->fd < 0; tries++) {
 		uint32_t qpn = simf_alloc_qpn(c->f, c->node);
@@ -145,9 +179,10 @@ static struct ibv_qp *qp_new(struct ibv_context *context, struct ibv_pd *pd,
 		errno = e;
 		goto fail;
 	}
+	q->pidx = q->qp.qp_num % SIMF_MAX_QPN;
 	memset(&ev, 0, sizeof(ev));
 	ev.events = EPOLLIN;
-	ev.data.u32 = q->qp.qp_num;
+	ev.data.u32 = q->pidx;   /* >= 2: 0 is the wake-up eventfd */
 	if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, q->fd, &ev) < 0) {
 		int e = errno;
 
@@ -156,6 +191,7 @@ static struct ibv_qp *qp_new(struct ibv_context *context, struct ibv_pd *pd,
 		errno = e;
 		goto fail;
 	}
+have_socket:
 	q->qp.handle = q->qp.qp_num;
 	q->next = c->qps;
 	if (c->qps)
@@ -664,8 +700,20 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 		q->next->pprev = q->pprev;
 	q->pprev = NULL;
 	c->nqp--;
-	epoll_ctl(c->epfd, EPOLL_CTL_DEL, q->fd, NULL);
-	close(q->fd);
+	/* The socket stays bound and in epfd for the next QP when there is
+	 * room and it has a QPN left; datagrams that reach it meanwhile are
+	 * drained and counted by the progress thread (stale_drops). */
+	if (c->nidle < SV_IDLE_MAX && idle_next_qpn(qp->qp_num)) {
+		c->idle[c->nidle].fd = q->fd;
+		c->idle[c->nidle].qpn = qp->qp_num;
+		c->nidle++;
+	} else {
+		/* DEL first: a forked child may hold the socket open, and then
+		 * close would not take it out of the set */
+		epoll_ctl(c->epfd, EPOLL_CTL_DEL, q->fd, NULL);
+		close(q->fd);
+	}
+	q->fd = -1;
 	for (i = 0; i < q->nmcg; i++)
 		simf_mcast_detach(c->f, c->node, q->mcg[i].gid, q->mcg[i].lid, qp->qp_num);
 	reset_qp(q);

@@ -1,8 +1,11 @@
 /* simf unit tests: state file, node table, QPNs, sockets, send/recv, ICRC,
  * seeded faults, link state, pcap capture, agents, multicast, fault specs. */
+#define _GNU_SOURCE /* unshare */
 #include "simtest.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -185,6 +188,94 @@ Test(simf, socket_bind)
 	close(a);
 	close(c);
 	simf_detach(f);
+}
+
+#ifndef SO_NETNS_COOKIE
+#define SO_NETNS_COOKIE 71
+#endif
+
+static uint64_t ns_cookie(int fd)
+{
+	uint64_t c = 0;
+	socklen_t l = sizeof(c);
+
+	return getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &c, &l) < 0 ? 0 : c;
+}
+
+struct ns_run {
+	struct simf *f;
+	int skip;             /* 1: no right to unshare, 2: no SO_NETNS_COOKIE */
+	uint64_t keeper, before, own, after, again;
+	int bound_after;
+};
+
+/* A thread's sockets are made in the keeper's namespace before and after
+ * the thread moves to a namespace of its own: simf_socket learns the
+ * keeper's SO_NETNS_COOKIE from its first socket and must not trust it
+ * for a thread that has moved since (issue 15's fast path). */
+static void *ns_thread(void *arg)
+{
+	struct ns_run *r = arg;
+	int a, b, c, own;
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+
+	a = simf_socket(r->f, 1, simf_qp_port(300), NULL);
+	if (a < 0)
+		return NULL;
+	r->before = ns_cookie(a);
+	if (!r->before) {
+		r->skip = 2;
+		close(a);
+		return NULL;
+	}
+	if (unshare(CLONE_NEWNET) < 0) {
+		r->skip = 1;
+		close(a);
+		return NULL;
+	}
+	own = socket(AF_INET, SOCK_DGRAM, 0);
+	r->own = own >= 0 ? ns_cookie(own) : 0;
+	b = simf_socket(r->f, 1, simf_qp_port(301), NULL);
+	c = simf_socket(r->f, 1, simf_qp_port(302), NULL);
+	r->after = b >= 0 ? ns_cookie(b) : 0;
+	r->again = c >= 0 ? ns_cookie(c) : 0;
+	r->bound_after = b >= 0 && getsockname(b, (struct sockaddr *)&sa, &sl) == 0 &&
+			 sa.sin_addr.s_addr == simf_node_addr(r->f, 1) && ntohs(sa.sin_port) == simf_qp_port(301);
+	close(a);
+	if (own >= 0)
+		close(own);
+	if (b >= 0)
+		close(b);
+	if (c >= 0)
+		close(c);
+	return NULL;
+}
+
+Test(simf, socket_in_keeper_netns_after_thread_moves)
+{
+	struct simf *f = mk(SIMF_LINK_IB, 2, 1, NULL);
+	struct ns_run r = { .f = f };
+	pthread_t t;
+	int k;
+
+	f->st->keeper_pid = getpid(); /* this process's main thread stays in its namespace */
+	k = socket(AF_INET, SOCK_DGRAM, 0);
+	r.keeper = ns_cookie(k);
+	close(k);
+	cr_assert_eq(pthread_create(&t, NULL, ns_thread, &r), 0);
+	pthread_join(t, NULL);
+	f->st->keeper_pid = 0;
+	simf_detach(f);
+	if (r.skip == 1)
+		cr_skip("unshare(CLONE_NEWNET): no right to (needs root)");
+	if (r.skip == 2 || !r.keeper)
+		cr_skip("kernel without SO_NETNS_COOKIE");
+	cr_assert_eq(r.before, r.keeper, "first socket in the keeper's namespace");
+	cr_assert(r.own && r.own != r.keeper, "the thread did move");
+	cr_assert_eq(r.after, r.keeper, "after the move: still the keeper's namespace");
+	cr_assert_eq(r.again, r.keeper, "and the next one too");
+	cr_assert(r.bound_after, "bound to the node's address and port");
 }
 
 /* CRC-32 residue: running the reflected CRC over data + ICRC (LSB first)

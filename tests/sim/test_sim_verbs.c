@@ -1046,6 +1046,116 @@ Test(sim_verbs, ud_between_processes, .fini = fabric_stop, .timeout = 60)
 	run_pair(ud_sender, ud_receiver, NULL, 20000);
 }
 
+/* A destroyed QP's socket serves the next QP of the context (issue 15),
+ * under the QPN one SIMF_MAX_QPN higher on the same port: a datagram for
+ * the old QPN — sent while the socket waits, or after it was handed on —
+ * must never complete on the new QP. */
+static struct ibv_qp *ud_qp(struct ep *e)
+{
+	struct ibv_qp_init_attr ia = {
+		.send_cq = e->cq, .recv_cq = e->cq, .qp_type = IBV_QPT_UD,
+		.cap = {.max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1},
+	};
+	struct ibv_qp *qp = ibv_create_qp(e->pd, &ia);
+
+	CHK(qp);
+	return qp;
+}
+
+static void ud_send_to(struct ep *e, struct ibv_ah *ah, uint32_t qpn, char fill, uint32_t len)
+{
+	struct ibv_sge s = {.addr = (uintptr_t)e->buf, .length = len, .lkey = e->mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = 1, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_SEND,
+				 .send_flags = IBV_SEND_SIGNALED}, *bad;
+	struct ibv_wc wc;
+
+	memset(e->buf, fill, len);
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = qpn;
+	wr.wr.ud.remote_qkey = 0x1234;
+	CHK(ibv_post_send(e->qp, &wr, &bad) == 0);
+	CHK(poll_wc(e->cq, &wc, 2000) == 1 && wc.status == IBV_WC_SUCCESS && wc.qp_num == e->qp->qp_num);
+}
+
+/* Exactly one completion, qp's receive of len bytes of fill, nothing after. */
+static void ud_only_gets(struct ep *e, struct ibv_qp *qp, char fill, uint32_t len)
+{
+	struct ibv_wc wc;
+
+	CHK(poll_wc(e->cq, &wc, 2000) == 1);
+	CHK(wc.qp_num == qp->qp_num && wc.status == IBV_WC_SUCCESS && wc.wr_id == 2);
+	CHK(wc.byte_len == 40 + len && e->buf[4096 + 40] == fill && e->buf[4096 + 40 + len - 1] == fill);
+	usleep(50000);
+	CHK(ibv_poll_cq(e->cq, 1, &wc) == 0);
+}
+
+static void ud_recv_one(struct ep *e, struct ibv_qp *qp)
+{
+	struct ibv_sge s = {.addr = (uintptr_t)e->buf + 4096, .length = 4096, .lkey = e->mr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = 2, .sg_list = &s, .num_sge = 1}, *bad;
+
+	CHK(ibv_post_recv(qp, &wr, &bad) == 0);
+}
+
+static void child_socket_reuse(int fd, void *arg)
+{
+	struct ep e, tmp;
+	struct info me;
+	struct ibv_ah_attr av;
+	struct ibv_ah *ah;
+	struct ibv_qp *a, *b, *c;
+	uint32_t qa, qb;
+
+	(void)fd;
+	(void)arg;
+	ep_open(&e, IBV_QPT_UD, 8192, 0);   /* e.qp: the sender */
+	ud_up(&e, 0x1234);
+	memset(&me, 0, sizeof(me));
+	me.lid = e.port.lid;
+	fill_av(&e, &me, &av, 0);
+	ah = ibv_create_ah(e.pd, &av);
+	CHK(ah);
+
+	a = ud_qp(&e);
+	qa = a->qp_num;
+	CHK(qa >= 2 && qa < SIMF_MAX_QPN);
+	CHK(ibv_destroy_qp(a) == 0);
+	b = ud_qp(&e);
+	qb = b->qp_num;
+	CHK(qb == qa + SIMF_MAX_QPN);   /* a's socket, the next QPN of its port */
+	tmp.qp = b;
+	tmp.ctx = e.ctx;
+	ud_up(&tmp, 0x1234);
+	ud_recv_one(&e, b);
+	ud_send_to(&e, ah, qa, 'o', 100);   /* for the destroyed QP: same port */
+	ud_send_to(&e, ah, qb, 'n', 200);
+	ud_only_gets(&e, b, 'n', 200);
+
+	/* the socket idle: datagrams for both earlier QPNs wait in it, or are
+	 * drained, and the next QP still gets only its own */
+	CHK(ibv_destroy_qp(b) == 0);
+	ud_send_to(&e, ah, qa, 'x', 300);
+	ud_send_to(&e, ah, qb, 'y', 400);
+	usleep(20000);
+	c = ud_qp(&e);
+	CHK(c->qp_num == qb + SIMF_MAX_QPN);
+	tmp.qp = c;
+	ud_up(&tmp, 0x1234);
+	ud_recv_one(&e, c);
+	ud_send_to(&e, ah, qb, 'z', 500);
+	ud_send_to(&e, ah, c->qp_num, 'c', 600);
+	ud_only_gets(&e, c, 'c', 600);
+	CHK(ibv_destroy_qp(c) == 0);
+	CHK(ibv_destroy_ah(ah) == 0);
+	ep_close(&e);
+}
+
+Test(sim_verbs, socket_reuse_drops_stale, .fini = fabric_stop, .timeout = 60)
+{
+	fabric_start("ib");
+	run_one("node1", child_socket_reuse, NULL);
+}
+
 /* Multicast (RoCE: no SA join needed): every attached QP of every node
  * receives, a detached one does not. */
 static const uint8_t mgid_v4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 239, 1, 2, 3};

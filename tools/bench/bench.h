@@ -64,6 +64,7 @@ int bench_mad_echo(const struct bench_opts *o);
 int bench_mad_ping(const struct bench_opts *o);
 int bench_udp_echo(const struct bench_opts *o);
 int bench_udp_ping(const struct bench_opts *o);
+int bench_qp_loop(const struct bench_opts *o); /* bench_qp.c: the sim's QP cost */
 
 /* Context switches (tools/bench/bench_csw.c): a sample of a process's
  * counters; per connection once two samples are subtracted. */
