@@ -12,8 +12,9 @@
 #             libibverbs: the floor rsockets runs on. At the port's active
 #             MTU (4096 on IB)
 #   verbs-cm  the same with -R: QPs connected through uscm's rdma_cm, as
-#             rsockets' are, so at the SA PathRecord's MTU (2048 on the
-#             sim): like for like with rsockets (the sim's cost is per packet)
+#             rsockets' are, so at the SA PathRecord's MTU (on IB 4096, the
+#             ports' capability, as OpenSM answers; RoCE 1024): like for
+#             like with rsockets (the sim's cost is per packet)
 #   tcp       `rstream -T s`: the same program over kernel TCP sockets
 #             between the same two addresses (loopback)
 #
@@ -172,8 +173,9 @@ one_rep() {
 		v=$(pt_field "$log.c" 5) && fig "$link $mode lat-verbs-typical $LAT_SIZE $rep $v"
 	fi
 	# the same over QPs connected by rdma_cm (-R), as rsockets' are: the
-	# path MTU is then the SA PathRecord's (2048 on the sim), not the
-	# port's active 4096 that perftest sets by hand; the client gets a
+	# path MTU is then the SA PathRecord's (4096 on IB since the built-in
+	# SA answers as OpenSM does; it was 2048), not necessarily the port's
+	# active MTU that perftest sets by hand; the client gets a
 	# firmware-like modify_qp delay against perftest -R's own race
 	log=$tag-lat-verbs-cm
 	if pair "$log" 0 ib_send_lat -R -p $((p + 6)) "${ptopt[@]}" -s "$LAT_SIZE" -n "$LAT_ITERS" -- \
@@ -298,7 +300,7 @@ END {
 	}
 	print "\nlat: one-way us (rstream usec/xfer, perftest t_avg; lat-verbs-typical = t_typical);" \
 	      " bw: Gb/s; ratios of the medians.\nverbs: perftest, QPs moved by hand at the port MTU (4096);" \
-	      " verbs-cm: perftest -R, QPs connected by rdma_cm as rsockets are (the PathRecord MTU, 2048)."
+	      " verbs-cm: perftest -R, QPs connected by rdma_cm as rsockets are (the PathRecord MTU)."
 }' "$out/raw.txt" | tee "$out/summary.txt"
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/summary.txt"
 echo "results in $out" >&2

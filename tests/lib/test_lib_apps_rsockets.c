@@ -3,7 +3,7 @@
  * (lib/rs_*.c) on the simulated fabric: the server on node1 (127.10.0.1),
  * the client on node2. rstream in blocking (-T b), non-blocking (-T n) and
  * poll (-T a) modes, IB and RoCE, with sizes that keep each run under a
- * second; rcopy of a 4 MiB file compared byte for byte; riostream (iomap,
+ * second; rcopy of a 64 MiB file compared byte for byte; riostream (iomap,
  * riowrite); udpong (datagram rsockets over UD) in blocking, echo,
  * non-blocking and poll modes. Each must exit 0 and print its result line
  * (udpong's server: its login line; it serves forever). Skipped when
@@ -18,13 +18,16 @@ static void teardown(void)
 
 TestSuite(rsapps, .fini = teardown, .timeout = 120);
 
+/* Seconds each program may run (timeout(1)); the full-size runs raise it. */
+static int rs_limit = 60;
+
 static void start_server(const char *server)
 {
 	cr_assert_eq(lt_sh(NULL,
 			   "rm -f %s/server.pid %s/server.rc; "
-			   "(USCM_SIM_NODE=node1 %s timeout 60 %s >%s/server.out 2>&1 &"
+			   "(USCM_SIM_NODE=node1 %s timeout %d %s >%s/server.out 2>&1 &"
 			   " echo $! >%s/server.pid; wait $!; echo $? >%s/server.rc) >/dev/null 2>&1 &",
-			   lt_dir, lt_dir, lt_util_env(), server, lt_dir, lt_dir, lt_dir),
+			   lt_dir, lt_dir, lt_util_env(), rs_limit, server, lt_dir, lt_dir, lt_dir),
 		     0);
 }
 
@@ -43,7 +46,7 @@ static char *rs_pair(const char *link, const char *bin, const char *server, cons
 	start_server(server);
 	for (int i = 0; i < 50; i++) {
 		free(out);
-		st = lt_sh(&out, "USCM_SIM_NODE=node2 %s timeout 60 %s 2>&1", lt_util_env(), client);
+		st = lt_sh(&out, "USCM_SIM_NODE=node2 %s timeout %d %s 2>&1", lt_util_env(), rs_limit, client);
 		if (st == 0 || (!strstr(out, "refused") && !strstr(out, "No route")))
 			break;
 		usleep(100 * 1000);
@@ -54,7 +57,7 @@ static char *rs_pair(const char *link, const char *bin, const char *server, cons
 			usleep(100 * 1000);
 		lt_sh(NULL, "kill -TERM $(cat %s/server.pid) >/dev/null 2>&1; true", lt_dir);
 	}
-	for (int i = 0; i < 100; i++) {
+	for (int i = 0; i < 100 + 10 * rs_limit; i++) {
 		free(rc);
 		rc = NULL;
 		if (lt_sh(&rc, "cat %s/server.rc 2>/dev/null", lt_dir) == 0 && rc[0])
@@ -80,6 +83,59 @@ static void rstream(const char *link, const char *opts)
 	cr_expect(strstr(sout, "custom "), "server:\n%s", sout);
 	free(out);
 	free(sout);
+}
+
+/* rstream's own size tables, unmodified: without -S its 8 default
+ * transfers (64 B to 1 MiB, latency and bandwidth), with -S all its 66
+ * (every size from 64 B to 6 MiB, each as latency and bandwidth). Each
+ * size prints one result line "NAME_lat|NAME_bw bytes xfers iters ..." on
+ * both sides; all of them must be there. */
+static void rstream_table(const char *link, const char *opts, int lines)
+{
+	char server[256], client[256], *out, *sout = NULL;
+	int n = 0;
+
+	snprintf(server, sizeof(server), "rstream -b 127.10.0.1 %s", opts);
+	snprintf(client, sizeof(client), "rstream -s 127.10.0.1 %s", opts);
+	out = rs_pair(link, "rstream", server, client, 1, &sout);
+	for (const char *p = out; (p = strstr(p, "\n")); p++) {
+		const char *e = strchr(p + 1, ' ');
+
+		if (e && e - p > 4 && (!strncmp(e - 4, "_lat", 4) || !strncmp(e - 3, "_bw", 3)))
+			n++;
+	}
+	cr_expect_eq(n, lines, "%d of %d result lines from the client:\n%s", n, lines, out);
+	cr_expect(strstr(out, "1m_bw "), "client:\n%s", out);
+	cr_expect(strstr(sout, "1m_bw "), "server:\n%s", sout);
+	free(out);
+	free(sout);
+}
+
+/* ~20 s per link on the sim (plain build), more under ASan. */
+Test(rsapps, rstream_default_sizes_ib, .timeout = 900)
+{
+	rs_limit = 600;
+	rstream_table("ib", "", 8);
+}
+
+Test(rsapps, rstream_default_sizes_roce, .timeout = 900)
+{
+	rs_limit = 600;
+	rstream_table("roce", "", 8);
+}
+
+/* -S all: 66 transfers up to 6 MiB, ~3.5 min on the sim in the plain
+ * build; run once per link — IB in process, RoCE through uscmd — and not
+ * in the sanitized build, where it would take most of CI's time. */
+Test(rsapps, rstream_all_sizes, .timeout = 1200)
+{
+#ifdef USCM_SANITIZED
+	tf_deselect("-S all runs in the plain build only (its length under ASan)");
+#endif
+	const char *d = getenv("USCM_TEST_DAEMON");
+
+	rs_limit = 900;
+	rstream_table(d && *d == '1' ? "roce" : "ib", "-S all", 66);
 }
 
 Test(rsapps, rstream_blocking_ib)
@@ -134,23 +190,23 @@ static void rcopy_run(const char *link)
 	cr_assert(mkdtemp(tmpl));
 	snprintf(src, sizeof(src), "%s/in.bin", tmpl);
 	snprintf(dst, sizeof(dst), "%s/out.bin", tmpl);
-	cr_assert_eq(lt_sh(NULL, "head -c 4194304 /dev/urandom >%s", src), 0);
+	cr_assert_eq(lt_sh(NULL, "head -c 67108864 /dev/urandom >%s", src), 0);
 	snprintf(client, sizeof(client), "rcopy %s 127.10.0.1:%s", src, dst);
 	/* the rcopy server serves forever: stopped once the client is done */
 	out = rs_pair(link, "rcopy", "rcopy", client, 0, &sout);
-	cr_expect(strstr(out, "4194304 bytes in"), "client:\n%s", out);
+	cr_expect(strstr(out, "67108864 bytes in"), "client:\n%s", out);
 	cr_expect_eq(lt_sh(NULL, "cmp %s %s", src, dst), 0, "copy differs");
 	lt_sh(NULL, "rm -rf %s", tmpl);
 	free(out);
 	free(sout);
 }
 
-Test(rsapps, rcopy_4mib_ib)
+Test(rsapps, rcopy_64mib_ib)
 {
 	rcopy_run("ib");
 }
 
-Test(rsapps, rcopy_4mib_roce)
+Test(rsapps, rcopy_64mib_roce)
 {
 	rcopy_run("roce");
 }
