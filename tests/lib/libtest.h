@@ -422,6 +422,28 @@ static inline const char *lt_util_env(void)
 	return buf;
 }
 
+/* Skips the test unless BIN is installed (from Debian's package PKG:
+ * scripts/install-deps.sh installs it, so CI fails on such a skip). */
+static inline void lt_need(const char *bin, const char *pkg)
+{
+	if (lt_sh(NULL, "command -v %s >/dev/null", bin) != 0)
+		tf_skip_missing("%s (Debian %s) is not installed", bin, pkg);
+}
+
+/* Runs a command line as a program of node N on this test's fabric, for
+ * 20 s at most; its status, its output (stdout and stderr) in *out. */
+static inline int lt_on_node(int n, char **out, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static inline int lt_on_node(int n, char **out, const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	return lt_sh(out, "USCM_SIM_NODE=node%d %s timeout 20 %s 2>&1", n, lt_util_env(), cmd);
+}
+
 /* ---- a second process: a forked child ------------------------------------------ */
 
 /* In a forked child (no Criterion asserts there): a failed check says

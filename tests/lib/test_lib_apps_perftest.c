@@ -117,12 +117,6 @@ static double perftest_figure(const char *out)
 	return fig;
 }
 
-static void need(const char *bin, const char *pkg)
-{
-	if (lt_sh(NULL, "command -v %s >/dev/null", bin) != 0)
-		tf_skip_missing("%s (Debian %s) is not installed", bin, pkg);
-}
-
 /* One perftest pair; 1 when it passed (failures reported). */
 static int perftest_pair(const char *bin, int rdma_cm, int p)
 {
@@ -189,7 +183,7 @@ static const char *const perftests[] = { "ib_send_lat",  "ib_send_bw",  "ib_writ
 
 static void perftest_all(const char *link, int rdma_cm)
 {
-	need("ib_send_lat", "perftest");
+	lt_need("ib_send_lat", "perftest");
 	lt_fabric_start(link, 2);
 	for (size_t i = 0; i < sizeof(perftests) / sizeof(perftests[0]); i++)
 		perftest_pair(perftests[i], rdma_cm, port((int)i + (rdma_cm ? 10 : 0) +
@@ -235,7 +229,7 @@ static void qperf_all(const char *link, const char *tests)
 	char cmd[256], *out = NULL, *sout = NULL, list[256], *save = NULL;
 	int p, st;
 
-	need("qperf", "qperf");
+	lt_need("qperf", "qperf");
 	lt_fabric_start(link, 2);
 	p = port(strcmp(link, "ib") ? 41 : 40);
 	snprintf(cmd, sizeof(cmd), "qperf -lp %d", p);

@@ -36,12 +36,6 @@ static void teardown(void)
 
 TestSuite(linkfault, .fini = teardown, .timeout = 120);
 
-static void need(const char *bin, const char *pkg)
-{
-	if (lt_sh(NULL, "command -v %s >/dev/null", bin) != 0)
-		tf_skip_missing("%s (Debian %s) is not installed", bin, pkg);
-}
-
 /* ---- the passive side: node2, a forked child ------------------------------------ */
 
 /* Accepts connections and receives one message on each; writes a byte to
@@ -267,8 +261,8 @@ Test(linkfault, opensm_link_down_under_connections)
 	int s0, s1, st, attempts;
 	uint64_t t0, t_exc, t_new, t_cont, t_route;
 
-	need("opensm", "opensm");
-	need("ibtracert", "infiniband-diags");
+	lt_need("opensm", "opensm");
+	lt_need("ibtracert", "infiniband-diags");
 	/* a REQ sent before the server's CM listens is retried soon */
 	setenv("USCM_CM_RESPONSE_TIMEOUT", "14", 1);
 	lt_fabric_start_opts("ib", 2, "--no-uscmd --sm opensm --topo fat-tree:2,2,1");
@@ -441,7 +435,7 @@ Test(linkfault, loss_rule_on_one_link)
 	int spine, rc, go4[2];
 	uint64_t t0, dropped0;
 
-	need("ibtracert", "infiniband-diags");
+	lt_need("ibtracert", "infiniband-diags");
 	setenv("USCM_CM_RESPONSE_TIMEOUT", "14", 1);
 	setenv("USCM_CM_RETRIES", "3", 1);
 	lt_fabric_start_opts("ib", 4, "--no-uscmd --topo fat-tree:2,2,2");

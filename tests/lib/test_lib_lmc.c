@@ -31,24 +31,6 @@ static void teardown(void)
 
 TestSuite(lmc, .fini = teardown, .timeout = 120);
 
-static void need(const char *bin, const char *pkg)
-{
-	if (lt_sh(NULL, "command -v %s >/dev/null", bin) != 0)
-		tf_skip_missing("%s (Debian %s) is not installed", bin, pkg);
-}
-
-static int on_node(int n, char **out, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int on_node(int n, char **out, const char *fmt, ...)
-{
-	char cmd[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	return lt_sh(out, "USCM_SIM_NODE=node%d %s timeout 20 %s 2>&1", n, lt_util_env(), cmd);
-}
-
 /* node n's base LID as the SM assigned it (uscm-sim status) */
 static unsigned base_lid(int n)
 {
@@ -105,20 +87,20 @@ static void expect_lmc_fabric(unsigned *b1, unsigned *b3)
 	*b1 = base_lid(1);
 	*b3 = base_lid(3);
 	cr_assert(*b1 && *b3 && *b1 % 4 == 0 && *b3 % 4 == 0, "base LIDs %u, %u not aligned to LMC 2", *b1, *b3);
-	cr_assert_eq(on_node(3, &out, "ibstat"), 0, "%s", out);
+	cr_assert_eq(lt_on_node(3, &out, "ibstat"), 0, "%s", out);
 	cr_expect(strstr(out, "LMC: 2") && strstr(out, "State: Active"), "ibstat on node3:\n%s", out);
 	free(out);
 	out = NULL;
 	/* LID routing to every LID of the range: the SMA of node3 answers */
 	for (unsigned k = 0; k < 4; k++) {
-		cr_expect_eq(on_node(1, &out, "smpquery -t 1000 nodeinfo %u", *b3 + k), 0, "smpquery nodeinfo %u:\n%s",
+		cr_expect_eq(lt_on_node(1, &out, "smpquery -t 1000 nodeinfo %u", *b3 + k), 0, "smpquery nodeinfo %u:\n%s",
 			     *b3 + k, out);
 		cr_expect(out && strstr(out, "0x0002c90300000003"), "LID %u is not node3's:\n%s", *b3 + k, out);
 		free(out);
 		out = NULL;
 	}
-	cr_assert_eq(on_node(1, &t0, "ibtracert %u %u", *b1, *b3), 0, "%s", t0);
-	cr_assert_eq(on_node(1, &t1, "ibtracert %u %u", *b1, *b3 + 1), 0, "%s", t1);
+	cr_assert_eq(lt_on_node(1, &t0, "ibtracert %u %u", *b1, *b3), 0, "%s", t0);
+	cr_assert_eq(lt_on_node(1, &t1, "ibtracert %u %u", *b1, *b3 + 1), 0, "%s", t1);
 	cr_expect((strstr(t0, "spine1") && strstr(t1, "spine2")) || (strstr(t0, "spine2") && strstr(t1, "spine1")),
 		  "LIDs %u and %u of node3 take the same spine:\n%s\n%s", *b3, *b3 + 1, t0, t1);
 	free(t0);
@@ -139,7 +121,7 @@ static void rping_1_3(void)
 	for (int i = 0; i < 50; i++) {
 		free(out);
 		out = NULL;
-		st = on_node(3, &out, "rping -c -a 127.10.0.1 -v -C 3");
+		st = lt_on_node(3, &out, "rping -c -a 127.10.0.1 -v -C 3");
 		if (st == 0 || !strstr(out, "REJECTED"))
 			break;
 		usleep(100 * 1000); /* the server did not listen yet */
@@ -160,13 +142,13 @@ Test(lmc, opensm_lmc2_paths_and_req)
 	unsigned b1, b3;
 	int n = 0;
 
-	need("opensm", "opensm");
-	need("saquery", "infiniband-diags");
-	need("rping", "rdmacm-utils");
+	lt_need("opensm", "opensm");
+	lt_need("saquery", "infiniband-diags");
+	lt_need("rping", "rdmacm-utils");
 	start_fat_tree("opensm");
 	expect_lmc_fabric(&b1, &b3);
 	/* OpenSM's SA: every (SLID, DLID) combination of the two ranges */
-	cr_assert_eq(on_node(1, &out, "saquery PR --sgid fe80::2:c903:0:1 --dgid fe80::2:c903:0:3"), 0, "%s", out);
+	cr_assert_eq(lt_on_node(1, &out, "saquery PR --sgid fe80::2:c903:0:1 --dgid fe80::2:c903:0:3"), 0, "%s", out);
 	for (const char *p = out; (p = strstr(p, "PathRecord dump")); p++)
 		n++;
 	cr_expect_geq(n, 4, "%d PathRecords:\n%s", n, out);
@@ -206,9 +188,9 @@ Test(lmc, builtin_lmc2_routes_every_lid)
 {
 	unsigned b1, b3;
 
-	need("smpquery", "infiniband-diags");
-	need("ibtracert", "infiniband-diags");
-	need("rping", "rdmacm-utils");
+	lt_need("smpquery", "infiniband-diags");
+	lt_need("ibtracert", "infiniband-diags");
+	lt_need("rping", "rdmacm-utils");
 	start_fat_tree("builtin");
 	expect_lmc_fabric(&b1, &b3);
 	rping_1_3();
@@ -218,7 +200,7 @@ Test(lmc, builtin_lmc2_routes_every_lid)
 	{
 		char *out = NULL, want[64];
 
-		need("ibping", "infiniband-diags");
+		lt_need("ibping", "infiniband-diags");
 		cr_assert_eq(lt_sh(NULL, "(USCM_SIM_NODE=node3 %s timeout 15 ibping -S) >/dev/null 2>&1 &",
 				   lt_util_env()),
 			     0);
@@ -226,7 +208,7 @@ Test(lmc, builtin_lmc2_routes_every_lid)
 			free(out);
 			out = NULL;
 			/* (ibping exits 0 on a lost ping too) */
-			if (on_node(1, &out, "ibping -c 1 -t 500 %u", b3 + 2) == 0 && strstr(out, "1 received"))
+			if (lt_on_node(1, &out, "ibping -c 1 -t 500 %u", b3 + 2) == 0 && strstr(out, "1 received"))
 				break;
 			usleep(100 * 1000); /* the server is not registered yet */
 		}
@@ -249,7 +231,7 @@ static char *pathrecord_1_2(const char *sm)
 
 	snprintf(opts, sizeof(opts), "--no-uscmd --sm %s", sm);
 	lt_fabric_start_opts("ib", 2, opts);
-	cr_assert_eq(on_node(1, &out, "saquery PR --sgid fe80::2:c903:0:1 --dgid fe80::2:c903:0:2"), 0, "%s", out);
+	cr_assert_eq(lt_on_node(1, &out, "saquery PR --sgid fe80::2:c903:0:1 --dgid fe80::2:c903:0:2"), 0, "%s", out);
 	cr_assert(strstr(out, "PathRecord dump"), "%s", out);
 	cr_expect_eq(field(out, "slid"), base_lid(1), "%s SA: SLID is not node1's LID:\n%s", sm, out);
 	cr_expect_eq(field(out, "dlid"), base_lid(2), "%s SA: DLID is not node2's LID:\n%s", sm, out);
@@ -267,8 +249,8 @@ Test(lmc, both_sms_same_pathrecord)
 					    "preference", "resv2" };
 	char *b, *o;
 
-	need("opensm", "opensm");
-	need("saquery", "infiniband-diags");
+	lt_need("opensm", "opensm");
+	lt_need("saquery", "infiniband-diags");
 	b = pathrecord_1_2("builtin");
 	o = pathrecord_1_2("opensm");
 	for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
@@ -328,7 +310,7 @@ static char *multipath_1_3(const char *sm)
 	char *out = NULL, *r;
 
 	start_fat_tree(sm);
-	cr_assert_eq(on_node(1, &out, "saquery PR --sgid fe80::2:c903:0:1 --dgid fe80::2:c903:0:3"), 0, "%s", out);
+	cr_assert_eq(lt_on_node(1, &out, "saquery PR --sgid fe80::2:c903:0:1 --dgid fe80::2:c903:0:3"), 0, "%s", out);
 	r = normalized(out, base_lid(1), base_lid(3));
 	free(out);
 	lt_fabric_stop();
@@ -343,8 +325,8 @@ Test(lmc, both_sms_same_multipath)
 {
 	char *b, *o;
 
-	need("opensm", "opensm");
-	need("saquery", "infiniband-diags");
+	lt_need("opensm", "opensm");
+	lt_need("saquery", "infiniband-diags");
 	b = multipath_1_3("builtin");
 	o = multipath_1_3("opensm");
 	cr_expect(strstr(b, "preference..............0x2"), "%s", b);

@@ -29,23 +29,11 @@ static void teardown(void)
 
 TestSuite(opensm, .fini = teardown, .timeout = 90);
 
-static void need(const char *bin, const char *pkg)
-{
-	if (lt_sh(NULL, "command -v %s >/dev/null", bin) != 0)
-		tf_skip_missing("%s (Debian %s) is not installed", bin, pkg);
-}
-
-/* Runs `cmd` as a program of node n; its output (malloc'd) and status. */
-static int on_node(int n, char **out, const char *cmd)
-{
-	return lt_sh(out, "USCM_SIM_NODE=node%d %s timeout 20 %s 2>&1", n, lt_util_env(), cmd);
-}
-
 static void start_opensm_fabric(void)
 {
 	char opts[256];
 
-	need("opensm", "opensm");
+	lt_need("opensm", "opensm");
 	snprintf(pcap, sizeof(pcap), "/tmp/uscm-opensm-%d.pcap", (int)getpid());
 	snprintf(opts, sizeof(opts), "--no-uscmd --sm opensm --pcap %s", pcap);
 	lt_fabric_start_opts("ib", 2, opts);
@@ -55,8 +43,8 @@ Test(opensm, subnet_up_smps_and_sa)
 {
 	char *out = NULL;
 
-	need("ibstat", "infiniband-diags");
-	need("saquery", "infiniband-diags");
+	lt_need("ibstat", "infiniband-diags");
+	lt_need("saquery", "infiniband-diags");
 	start_opensm_fabric();
 	/* OpenSM swept, assigned LIDs (its port first) and brought both
 	 * ports Active: uscm-sim start waited for that */
@@ -70,13 +58,13 @@ Test(opensm, subnet_up_smps_and_sa)
 		snprintf(log, sizeof(log), "%s/opensm/opensm.log", getenv("USCM_SIM_DIR"));
 		cr_expect(lt_file_has(log, "SUBNET UP"), "OpenSM's log has no SUBNET UP");
 	}
-	cr_assert_eq(on_node(2, &out, "ibstat"), 0, "%s", out);
+	cr_assert_eq(lt_on_node(2, &out, "ibstat"), 0, "%s", out);
 	cr_expect(strstr(out, "State: Active") && strstr(out, "Base lid: 2") && strstr(out, "SM lid: 1"),
 		  "ibstat on node2:\n%s", out);
 	free(out);
 	out = NULL;
 	/* node2's SMA, LID-routed from node1: the LID and state OpenSM set */
-	cr_assert_eq(on_node(1, &out, "smpquery portinfo 2 1"), 0, "%s", out);
+	cr_assert_eq(lt_on_node(1, &out, "smpquery portinfo 2 1"), 0, "%s", out);
 	cr_expect(strstr(out, "Lid:.............................2") &&
 		  strstr(out, "SMLid:...........................1") &&
 		  strstr(out, "LinkState:.......................Active"),
@@ -84,21 +72,21 @@ Test(opensm, subnet_up_smps_and_sa)
 	free(out);
 	out = NULL;
 	/* a directed route of one hop from node2 reaches node1's SMA */
-	cr_assert_eq(on_node(2, &out, "smpquery -D nodeinfo 0,1"), 0, "%s", out);
+	cr_assert_eq(lt_on_node(2, &out, "smpquery -D nodeinfo 0,1"), 0, "%s", out);
 	cr_expect(strstr(out, "0x0002c90300000001"), "smpquery -D nodeinfo 0,1:\n%s", out);
 	free(out);
 	out = NULL;
 	/* a hop more leaves node1 through no port: lost, timed out */
-	cr_expect_neq(on_node(2, &out, "smpquery -t 200 -D nodeinfo 0,1,1"), 0, "%s", out);
+	cr_expect_neq(lt_on_node(2, &out, "smpquery -t 200 -D nodeinfo 0,1,1"), 0, "%s", out);
 	free(out);
 	out = NULL;
 	/* OpenSM's SA: a PathRecord, and every NodeRecord (RMPP, 2 segments) */
-	cr_assert_eq(on_node(2, &out, "saquery PR --slid 2 --dlid 1"), 0, "%s", out);
+	cr_assert_eq(lt_on_node(2, &out, "saquery PR --slid 2 --dlid 1"), 0, "%s", out);
 	cr_expect(strstr(out, "dlid....................1") && strstr(out, "slid....................2"),
 		  "saquery PR:\n%s", out);
 	free(out);
 	out = NULL;
-	cr_assert_eq(on_node(2, &out, "saquery"), 0, "%s", out);
+	cr_assert_eq(lt_on_node(2, &out, "saquery"), 0, "%s", out);
 	cr_expect(strstr(out, "uscm-sim node1") && strstr(out, "uscm-sim node2"), "saquery:\n%s", out);
 	free(out);
 }
@@ -108,7 +96,7 @@ Test(opensm, rping_over_opensm_pathrecord)
 	char *out = NULL, *sout = NULL;
 	int st = -1;
 
-	need("rping", "rdmacm-utils");
+	lt_need("rping", "rdmacm-utils");
 	start_opensm_fabric();
 	/* server on node1 (OpenSM's host), client on node2: the client's
 	 * PathRecord query crosses the fabric to the SM LID its port reports */
@@ -120,7 +108,7 @@ Test(opensm, rping_over_opensm_pathrecord)
 	for (int i = 0; i < 50; i++) {
 		free(out);
 		out = NULL;
-		st = on_node(2, &out, "rping -c -a 127.10.0.1 -v -C 3");
+		st = lt_on_node(2, &out, "rping -c -a 127.10.0.1 -v -C 3");
 		if (st == 0 || !strstr(out, "REJECTED"))
 			break;
 		usleep(100 * 1000); /* the server did not listen yet */
@@ -253,7 +241,7 @@ Test(opensm, mckey_over_opensm_mcmemberrecord)
 	char *out = NULL, *sout = NULL;
 	int st;
 
-	need("mckey", "rdmacm-utils");
+	lt_need("mckey", "rdmacm-utils");
 	start_opensm_fabric();
 	cr_assert_eq(lt_sh(NULL,
 			   "(USCM_SIM_NODE=node1 %s timeout 30 stdbuf -o0 mckey -m 224.0.0.7 -b 127.10.0.1 -C 3"
@@ -262,7 +250,7 @@ Test(opensm, mckey_over_opensm_mcmemberrecord)
 		     0);
 	for (int i = 0; i < 100 && lt_sh(NULL, "grep -q 'joined dgid' %s/server.out", lt_dir) != 0; i++)
 		usleep(100 * 1000);
-	st = on_node(2, &out, "mckey -m 224.0.0.7 -b 127.10.0.2 -s -C 3");
+	st = lt_on_node(2, &out, "mckey -m 224.0.0.7 -b 127.10.0.2 -s -C 3");
 	cr_expect_eq(st, 0, "mckey -s exited %d:\n%s", st, out);
 	cr_expect(strstr(out, "mlid 0xc001"), "the sender's join:\n%s", out);
 	free(out);

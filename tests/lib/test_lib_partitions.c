@@ -46,12 +46,6 @@ static void teardown(void)
 
 TestSuite(partitions, .fini = teardown, .timeout = 120);
 
-static void need(const char *bin, const char *pkg)
-{
-	if (lt_sh(NULL, "command -v %s >/dev/null", bin) != 0)
-		tf_skip_missing("%s (Debian %s) is not installed", bin, pkg);
-}
-
 /* The fabric above; daemon: a uscmd per node (programs in daemon mode),
  * as every test gets under USCM_TEST_DAEMON=1 (CTest's _daemon run). */
 static void start(int daemon)
@@ -63,7 +57,7 @@ static void start(int daemon)
 	if (d && atoi(d))
 		daemon = 1;
 
-	need("opensm", "opensm");
+	lt_need("opensm", "opensm");
 	snprintf(conf, sizeof(conf), "/tmp/uscm-partitions-%d.conf", (int)getpid());
 	f = fopen(conf, "w");
 	cr_assert(f);
@@ -276,7 +270,7 @@ Test(partitions, rping_in_a_partition_req_carries_its_pkey)
 	char *out = NULL, *sout = NULL;
 	int st = -1;
 
-	need("rping", "rdmacm-utils");
+	lt_need("rping", "rdmacm-utils");
 	start(1);
 	/* server on node3, client on node2: both in 0x0001 */
 	cr_assert_eq(lt_sh(NULL,
@@ -335,7 +329,7 @@ Test(partitions, req_with_a_foreign_pkey_dropped_by_the_port)
 	uint16_t lid2, lid4;
 	unsigned before, sw_before;
 
-	need("rping", "rdmacm-utils");
+	lt_need("rping", "rdmacm-utils");
 	start(0);
 	/* a CM on node4 (an rping server), so that something there listens */
 	cr_assert_eq(lt_sh(NULL,

@@ -20,12 +20,6 @@ static void teardown(void)
 
 TestSuite(sminfo, .fini = teardown, .timeout = 90);
 
-static void need(const char *bin, const char *pkg)
-{
-	if (lt_sh(NULL, "command -v %s >/dev/null", bin) != 0)
-		tf_skip_missing("%s (Debian %s) is not installed", bin, pkg);
-}
-
 /* `sminfo args` on node n: its exit status, output in *out */
 static int sminfo(int n, char **out, const char *args)
 {
@@ -58,8 +52,8 @@ Test(sminfo, opensm_answers_for_its_port)
 	long a1, a2;
 	int sml;
 
-	need("opensm", "opensm");
-	need("sminfo", "infiniband-diags");
+	lt_need("opensm", "opensm");
+	lt_need("sminfo", "infiniband-diags");
 	/* 2 leaves x 2 hosts, 2 spines; OpenSM (on node1) with priority 7 */
 	setenv("USCM_SIM_OPENSM_ARGS", "-p 7", 1);
 	lt_fabric_start_opts("ib", 4, "--no-uscmd --sm opensm --topo fat-tree:2,2,2");
@@ -101,7 +95,7 @@ Test(sminfo, builtin_sm)
 {
 	char *out = NULL;
 
-	need("sminfo", "infiniband-diags");
+	lt_need("sminfo", "infiniband-diags");
 	lt_fabric_start_opts("ib", 2, "--no-uscmd");
 	cr_assert_eq(sminfo(2, &out, ""), 0, "%s", out);
 	cr_expect(strstr(out, "SMINFO_MASTER"), "%s", out);

@@ -23,24 +23,6 @@ static void teardown(void)
 
 TestSuite(switch, .fini = teardown, .timeout = 90);
 
-static void need(const char *bin, const char *pkg)
-{
-	if (lt_sh(NULL, "command -v %s >/dev/null", bin) != 0)
-		tf_skip_missing("%s (Debian %s) is not installed", bin, pkg);
-}
-
-static int on_node(int n, char **out, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int on_node(int n, char **out, const char *fmt, ...)
-{
-	char cmd[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	return lt_sh(out, "USCM_SIM_NODE=node%d %s timeout 20 %s 2>&1", n, lt_util_env(), cmd);
-}
-
 /* Every switch's link line of D/topology ("[p]\t\"X-guid\"[pp]") is in
  * ibnetdiscover's output, and it found as many switches and CAs. */
 static void expect_topology(const char *disc)
@@ -93,7 +75,7 @@ static void rping_across(int s, int c)
 	for (int i = 0; i < 50; i++) {
 		free(out);
 		out = NULL;
-		st = on_node(c, &out, "rping -c -a 127.10.0.%d -v -C 3", s);
+		st = lt_on_node(c, &out, "rping -c -a 127.10.0.%d -v -C 3", s);
 		if (st == 0 || !strstr(out, "REJECTED"))
 			break;
 		usleep(100 * 1000); /* the server did not listen yet */
@@ -124,7 +106,7 @@ static void pair_across(const char *prog, int s, const char *sargs, int c, const
 	for (int i = 0; i < 50; i++) {
 		free(out);
 		out = NULL;
-		st = on_node(c, &out, "%s %s", prog, cargs);
+		st = lt_on_node(c, &out, "%s %s", prog, cargs);
 		if (st == 0 || !strstr(out, "REJECTED"))
 			break;
 		usleep(100 * 1000); /* the server did not listen yet */
@@ -160,8 +142,8 @@ Test(switch, builtin_sm_topology_file)
 	char path[600], opts[700], *out = NULL;
 	FILE *fp;
 
-	need("ibnetdiscover", "infiniband-diags");
-	need("rping", "rdmacm-utils");
+	lt_need("ibnetdiscover", "infiniband-diags");
+	lt_need("rping", "rdmacm-utils");
 	/* ibsim's style: names without GUIDs, links given from one side */
 	snprintf(path, sizeof(path), "/tmp/uscm-topo-%d", (int)getpid());
 	fp = fopen(path, "w");
@@ -174,17 +156,17 @@ Test(switch, builtin_sm_topology_file)
 	snprintf(opts, sizeof(opts), "--no-uscmd --topo %s", path);
 	lt_fabric_start_opts("ib", 3, opts);
 	unlink(path);
-	cr_assert_eq(on_node(1, &out, "ibnetdiscover"), 0, "%s", out);
+	cr_assert_eq(lt_on_node(1, &out, "ibnetdiscover"), 0, "%s", out);
 	expect_topology(out);
 	cr_expect(strstr(out, "# \"Switch2\" base port 0"), "%s", out);
 	free(out);
 	out = NULL;
 	/* the built-in SM's LFT of Switch1 (reached by a DR of one hop) */
-	cr_assert_eq(on_node(1, &out, "ibroute -D 0,1"), 0, "%s", out);
+	cr_assert_eq(lt_on_node(1, &out, "ibroute -D 0,1"), 0, "%s", out);
 	cr_expect(strstr(out, "'Hca3'") && strstr(out, "valid lids dumped"), "ibroute:\n%s", out);
 	free(out);
 	out = NULL;
-	cr_assert_eq(on_node(1, &out, "ibtracert %d %d", lid_of(1), lid_of(3)), 0, "%s", out);
+	cr_assert_eq(lt_on_node(1, &out, "ibtracert %d %d", lid_of(1), lid_of(3)), 0, "%s", out);
 	cr_expect(strstr(out, "\"Switch1\"") && strstr(out, "\"Switch2\"") && strstr(out, "To ca"),
 		  "ibtracert:\n%s", out);
 	free(out);
@@ -197,10 +179,10 @@ Test(switch, ibnetdiscover_output_round_trip)
 {
 	char path[128], *out = NULL;
 
-	need("ibnetdiscover", "infiniband-diags");
+	lt_need("ibnetdiscover", "infiniband-diags");
 	snprintf(path, sizeof(path), "/tmp/uscm-disc-%d", (int)getpid());
 	lt_fabric_start_opts("ib", 4, "--no-uscmd --topo chain:2,2");
-	cr_assert_eq(on_node(1, &out, "ibnetdiscover >%s.1", path), 0, "%s", out);
+	cr_assert_eq(lt_on_node(1, &out, "ibnetdiscover >%s.1", path), 0, "%s", out);
 	free(out);
 	out = NULL;
 	lt_fabric_stop();
@@ -210,7 +192,7 @@ Test(switch, ibnetdiscover_output_round_trip)
 		snprintf(opts, sizeof(opts), "--no-uscmd --topo %s.1", path);
 		lt_fabric_start_opts("ib", 4, opts);
 	}
-	cr_assert_eq(on_node(3, &out, "ibnetdiscover >%s.2", path), 0, "%s", out);
+	cr_assert_eq(lt_on_node(3, &out, "ibnetdiscover >%s.2", path), 0, "%s", out);
 	free(out);
 	out = NULL;
 	/* the node and link lines without their comments (LIDs differ) */
@@ -232,10 +214,10 @@ Test(switch, opensm_fat_tree)
 	char *out = NULL;
 	int l1, l8;
 
-	need("opensm", "opensm");
-	need("ibnetdiscover", "infiniband-diags");
-	need("rping", "rdmacm-utils");
-	need("cmtime", "rdmacm-utils");
+	lt_need("opensm", "opensm");
+	lt_need("ibnetdiscover", "infiniband-diags");
+	lt_need("rping", "rdmacm-utils");
+	lt_need("cmtime", "rdmacm-utils");
 	/* 4 leaves with 2 hosts each, 2 spines: 6 switches, 8 hosts */
 	lt_fabric_start_opts("ib", 8, "--no-uscmd --sm opensm --topo fat-tree:4,2,2");
 	{
@@ -244,12 +226,12 @@ Test(switch, opensm_fat_tree)
 		snprintf(log, sizeof(log), "%s/opensm/opensm.log", getenv("USCM_SIM_DIR"));
 		cr_expect(lt_file_has(log, "SUBNET UP"), "OpenSM's log has no SUBNET UP");
 	}
-	cr_assert_eq(on_node(5, &out, "ibnetdiscover"), 0, "%s", out);
+	cr_assert_eq(lt_on_node(5, &out, "ibnetdiscover"), 0, "%s", out);
 	expect_topology(out);
 	free(out);
 	out = NULL;
 	/* OpenSM's LFT of leaf1: every CA's LID has a port */
-	cr_assert_eq(on_node(1, &out, "ibroute -D 0,1"), 0, "%s", out);
+	cr_assert_eq(lt_on_node(1, &out, "ibroute -D 0,1"), 0, "%s", out);
 	cr_expect(strstr(out, "'leaf1'") && strstr(out, "'H8'") && strstr(out, "'H3'") &&
 		  strstr(out, "14 valid lids dumped"), "ibroute:\n%s", out);
 	free(out);
@@ -257,23 +239,23 @@ Test(switch, opensm_fat_tree)
 	l1 = lid_of(1);
 	l8 = lid_of(8);
 	/* leaf1 -> a spine -> leaf4 -> H8 */
-	cr_assert_eq(on_node(1, &out, "ibtracert %d %d", l1, l8), 0, "%s", out);
+	cr_assert_eq(lt_on_node(1, &out, "ibtracert %d %d", l1, l8), 0, "%s", out);
 	cr_expect(strstr(out, "\"leaf1\"") && strstr(out, "\"spine") && strstr(out, "\"leaf4\"") &&
 		  strstr(out, "To ca {0x0002c90300000008}"), "ibtracert:\n%s", out);
 	free(out);
 	out = NULL;
 	/* directed routes of 3 hops (leaf1, spine1, leaf2) and 4 (H3) */
-	cr_assert_eq(on_node(1, &out, "smpquery -D nodeinfo 0,1,3,2"), 0, "%s", out);
+	cr_assert_eq(lt_on_node(1, &out, "smpquery -D nodeinfo 0,1,3,2"), 0, "%s", out);
 	cr_expect(strstr(out, "0x0002c90300010002") && strstr(out, "NodeType:........................Switch"),
 		  "%s", out);
 	free(out);
 	out = NULL;
-	cr_assert_eq(on_node(1, &out, "smpquery -D nodedesc 0,1,3,2,1"), 0, "%s", out);
+	cr_assert_eq(lt_on_node(1, &out, "smpquery -D nodedesc 0,1,3,2,1"), 0, "%s", out);
 	cr_expect(strstr(out, "H3"), "%s", out);
 	free(out);
 	out = NULL;
 	/* OpenSM's SA, asked from a host on another leaf */
-	cr_assert_eq(on_node(8, &out, "saquery PR --slid %d --dlid %d", l8, l1), 0, "%s", out);
+	cr_assert_eq(lt_on_node(8, &out, "saquery PR --slid %d --dlid %d", l8, l1), 0, "%s", out);
 	{
 		char want[64];
 
@@ -295,7 +277,7 @@ static int spine_on_path(int a, int dlid, char **trace)
 	char *out = NULL;
 	int spine = 0;
 
-	if (on_node(a, &out, "ibtracert %d %d", lid_of(a), dlid) == 0) {
+	if (lt_on_node(a, &out, "ibtracert %d %d", lid_of(a), dlid) == 0) {
 		if (strstr(out, "\"spine1\""))
 			spine = 1;
 		else if (strstr(out, "\"spine2\""))
@@ -313,9 +295,9 @@ Test(switch, opensm_reroutes_around_a_link_down)
 	char *out = NULL;
 	int l2, s0, s1 = 0;
 
-	need("opensm", "opensm");
-	need("ibtracert", "infiniband-diags");
-	need("rping", "rdmacm-utils");
+	lt_need("opensm", "opensm");
+	lt_need("ibtracert", "infiniband-diags");
+	lt_need("rping", "rdmacm-utils");
 	/* 2 leaves with a host each, 2 spines; OpenSM's sweep interval stays
 	 * 10 s: the switches' Trap 128 makes it sweep at once */
 	lt_fabric_start_opts("ib", 2, "--no-uscmd --sm opensm --topo fat-tree:2,2,1");
@@ -356,8 +338,8 @@ Test(switch, opensm_mckey_across_leaves)
 	char *out = NULL, *sout = NULL;
 	int st, rx[2] = { 3, 7 };
 
-	need("opensm", "opensm");
-	need("mckey", "rdmacm-utils");
+	lt_need("opensm", "opensm");
+	lt_need("mckey", "rdmacm-utils");
 	lt_fabric_start_opts("ib", 8, "--no-uscmd --sm opensm --topo fat-tree:4,2,2");
 	for (int k = 0; k < 2; k++)
 		cr_assert_eq(lt_sh(NULL,
@@ -373,7 +355,7 @@ Test(switch, opensm_mckey_across_leaves)
 	for (int i = 0; i < 50; i++) {
 		free(out);
 		out = NULL;
-		cr_assert_eq(on_node(1, &out, "ibroute -M -D 0,1,3,2"), 0, "%s", out);
+		cr_assert_eq(lt_on_node(1, &out, "ibroute -M -D 0,1,3,2"), 0, "%s", out);
 		if (strstr(out, "\n0xc001 "))
 			break;
 		usleep(100 * 1000);
@@ -381,7 +363,7 @@ Test(switch, opensm_mckey_across_leaves)
 	cr_expect(strstr(out, "\n0xc001 "), "ibroute -M of leaf2:\n%s", out);
 	free(out);
 	out = NULL;
-	st = on_node(1, &out, "mckey -m 224.0.0.7 -b 127.10.0.1 -s -C 3");
+	st = lt_on_node(1, &out, "mckey -m 224.0.0.7 -b 127.10.0.1 -s -C 3");
 	cr_expect_eq(st, 0, "mckey -s exited %d:\n%s", st, out);
 	free(out);
 	for (int k = 0; k < 2; k++) {
@@ -404,13 +386,13 @@ Test(switch, opensm_64_hosts_20_switches)
 	uint64_t t0;
 	int sw = 0, ca = 0;
 
-	need("opensm", "opensm");
-	need("ibnetdiscover", "infiniband-diags");
-	need("rping", "rdmacm-utils");
+	lt_need("opensm", "opensm");
+	lt_need("ibnetdiscover", "infiniband-diags");
+	lt_need("rping", "rdmacm-utils");
 	t0 = lt_now_ms();
 	lt_fabric_start_opts("ib", 64, "--no-uscmd --sm opensm --topo fat-tree:16,4,4");
 	cr_expect_lt(lt_now_ms() - t0, 30000, "up in %llu ms", (unsigned long long)(lt_now_ms() - t0));
-	cr_assert_eq(on_node(64, &out, "ibnetdiscover"), 0, "%s", out);
+	cr_assert_eq(lt_on_node(64, &out, "ibnetdiscover"), 0, "%s", out);
 	for (const char *p = out; (p = strchr(p, '\n')); p++) {
 		sw += strncmp(p + 1, "Switch\t", 7) == 0;
 		ca += strncmp(p + 1, "Ca\t", 3) == 0;

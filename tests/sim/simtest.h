@@ -139,6 +139,46 @@ static inline int st_claim_instance(unsigned *inst)
 	return -1;
 }
 
+/* A suite whose tests make fabric state of their own (simf_create): each
+ * test gets a scratch directory and a transport instance claimed for it. */
+struct st_scratch {
+	char *dir;
+	int claim;
+	unsigned inst;
+};
+
+static inline void st_scratch_open(struct st_scratch *s)
+{
+	s->dir = st_mkdtemp();
+	s->claim = st_claim_instance(&s->inst);
+	cr_assert(s->claim >= 0, "no free transport instance");
+}
+
+static inline void st_scratch_close(struct st_scratch *s)
+{
+	if (s->claim >= 0)
+		close(s->claim);
+	s->claim = -1;
+	st_rmrf(s->dir);
+	free(s->dir);
+	s->dir = NULL;
+}
+
+/* Defines VAR (a struct st_scratch) and the Criterion suite SUITE around it;
+ * the optional statements run after the scratch is removed. */
+#define ST_SCRATCH_SUITE(suite, var, ...)                                        \
+	static struct st_scratch var = { .claim = -1 };                              \
+	static void suite##_setup(void)                                              \
+	{                                                                            \
+		st_scratch_open(&var);                                               \
+	}                                                                            \
+	static void suite##_teardown(void)                                           \
+	{                                                                            \
+		st_scratch_close(&var);                                              \
+		__VA_ARGS__;                                                         \
+	}                                                                            \
+	TestSuite(suite, .init = suite##_setup, .fini = suite##_teardown, .timeout = 30)
+
 /* ---- running programs on a fabric (uscm-sim run) -------------------------- */
 
 #include <fcntl.h>

@@ -8,27 +8,9 @@
  * default fabric. The syntax round-trips through simf_fault_format. */
 #include "simtest.h"
 
-static char *g_dir;
-static int g_claim = -1;
-static unsigned g_inst;
 static struct simf_topo g_t;
 
-static void setup(void)
-{
-	g_dir = st_mkdtemp();
-	g_claim = st_claim_instance(&g_inst);
-	cr_assert(g_claim >= 0, "no free transport instance");
-}
-
-static void teardown(void)
-{
-	if (g_claim >= 0)
-		close(g_claim);
-	st_rmrf(g_dir);
-	free(g_dir);
-}
-
-TestSuite(linkfault, .init = setup, .fini = teardown, .timeout = 30);
+ST_SCRATCH_SUITE(linkfault, g_scr);
 
 static struct simf *mk_chain(void)
 {
@@ -37,7 +19,7 @@ static struct simf *mk_chain(void)
 	struct simf_switch *s1, *s2;
 
 	cr_assert_eq(simf_topo_generate("chain:2,2", &g_t, err, sizeof(err)), 0, "%s", err);
-	f = simf_create(g_dir, SIMF_LINK_IB, g_t.ncas, g_inst, 1, NULL);
+	f = simf_create(g_scr.dir, SIMF_LINK_IB, g_t.ncas, g_scr.inst, 1, NULL);
 	cr_assert(f, "simf_create: %s", strerror(errno));
 	cr_assert_eq(simf_topo_apply(f, &g_t, err, sizeof(err)), 0, "%s", err);
 	for (int i = 1; i <= 4; i++)
@@ -194,7 +176,7 @@ Test(linkfault, directed_route_and_its_answer)
 /* the switchless default fabric: a CA's link is all it sends and receives */
 Test(linkfault, switchless_fabric)
 {
-	struct simf *f = simf_create(g_dir, SIMF_LINK_IB, 3, g_inst, 1, NULL);
+	struct simf *f = simf_create(g_scr.dir, SIMF_LINK_IB, 3, g_scr.inst, 1, NULL);
 
 	cr_assert(f);
 	for (int i = 1; i <= 3; i++)

@@ -5,30 +5,11 @@
  * simf_bth_dlid: IB only, kept out of the P_Key, QPN and AckReq bits). */
 #include "simtest.h"
 
-static char *g_dir;
-static int g_claim = -1;
-static unsigned g_inst;
-
-static void setup(void)
-{
-	g_dir = st_mkdtemp();
-	g_claim = st_claim_instance(&g_inst);
-	cr_assert(g_claim >= 0, "no free transport instance");
-}
-
-static void teardown(void)
-{
-	if (g_claim >= 0)
-		close(g_claim);
-	st_rmrf(g_dir);
-	free(g_dir);
-}
-
-TestSuite(lmc, .init = setup, .fini = teardown, .timeout = 30);
+ST_SCRATCH_SUITE(lmc, g_scr);
 
 Test(lmc, lid_ranges)
 {
-	struct simf *f = simf_create(g_dir, SIMF_LINK_IB, 3, g_inst, 1, NULL);
+	struct simf *f = simf_create(g_scr.dir, SIMF_LINK_IB, 3, g_scr.inst, 1, NULL);
 	struct simf_state *st;
 
 	cr_assert(f, "simf_create: %s", strerror(errno));
@@ -77,7 +58,7 @@ Test(lmc, every_lid_of_a_range_routes_through_switches)
 
 	/* chain:1,2: one switch (node 3), hosts node1 (port 1) and node2 (port 2) */
 	cr_assert_eq(simf_topo_generate("chain:1,2", &t, err, sizeof(err)), 0, "%s", err);
-	f = simf_create(g_dir, SIMF_LINK_IB, t.ncas, g_inst, 1, NULL);
+	f = simf_create(g_scr.dir, SIMF_LINK_IB, t.ncas, g_scr.inst, 1, NULL);
 	cr_assert(f);
 	cr_assert_eq(simf_topo_apply(f, &t, err, sizeof(err)), 0, "%s", err);
 	st = f->st;
@@ -110,7 +91,7 @@ Test(lmc, every_lid_of_a_range_routes_through_switches)
 
 Test(lmc, path_bits_in_the_bth)
 {
-	struct simf *f = simf_create(g_dir, SIMF_LINK_IB, 2, g_inst, 1, NULL);
+	struct simf *f = simf_create(g_scr.dir, SIMF_LINK_IB, 2, g_scr.inst, 1, NULL);
 	struct simf_bth b = { .opcode = 0x04, .pkey = 0x8001, .dest_qp = 0xABCDEF, .ack_req = 1, .psn = 0x123456 },
 			r;
 	uint8_t pkt[SIMF_BTH_LEN];

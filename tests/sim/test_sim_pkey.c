@@ -5,26 +5,7 @@
  * table), with the violations counted where the packet was dropped. */
 #include "simtest.h"
 
-static char *g_dir;
-static int g_claim = -1;
-static unsigned g_inst;
-
-static void setup(void)
-{
-	g_dir = st_mkdtemp();
-	g_claim = st_claim_instance(&g_inst);
-	cr_assert(g_claim >= 0, "no free transport instance");
-}
-
-static void teardown(void)
-{
-	if (g_claim >= 0)
-		close(g_claim);
-	st_rmrf(g_dir);
-	free(g_dir);
-}
-
-TestSuite(pkey, .init = setup, .fini = teardown, .timeout = 30);
+ST_SCRATCH_SUITE(pkey, g_scr);
 
 Test(pkey, membership_rule)
 {
@@ -43,7 +24,7 @@ Test(pkey, membership_rule)
 
 Test(pkey, table_index_and_counter)
 {
-	struct simf *f = simf_create(g_dir, SIMF_LINK_IB, 2, g_inst, 1, NULL);
+	struct simf *f = simf_create(g_scr.dir, SIMF_LINK_IB, 2, g_scr.inst, 1, NULL);
 
 	cr_assert(f, "simf_create: %s", strerror(errno));
 	f->st->nodes[1].pkeys[0] = 0x7FFF;
@@ -70,7 +51,7 @@ static struct simf *chain(void)
 	struct simf_switch *s1, *s2;
 
 	cr_assert_eq(simf_topo_generate("chain:2,2", &t, err, sizeof(err)), 0, "%s", err);
-	f = simf_create(g_dir, SIMF_LINK_IB, t.ncas, g_inst, 1, NULL);
+	f = simf_create(g_scr.dir, SIMF_LINK_IB, t.ncas, g_scr.inst, 1, NULL);
 	cr_assert(f, "simf_create: %s", strerror(errno));
 	cr_assert_eq(simf_topo_apply(f, &t, err, sizeof(err)), 0, "%s", err);
 	for (int i = 1; i <= 4; i++)

@@ -9,31 +9,11 @@
 #include <signal.h>
 #include <sys/stat.h>
 
-static char *g_dir;
-static int g_claim = -1;
-static unsigned g_inst;
-
-static void setup(void)
-{
-	g_dir = st_mkdtemp();
-	g_claim = st_claim_instance(&g_inst);
-	cr_assert(g_claim >= 0, "no free transport instance");
-}
-
-static void teardown(void)
-{
-	if (g_claim >= 0)
-		close(g_claim);
-	st_rmrf(g_dir);
-	free(g_dir);
-	unsetenv("USCM_SIM_NODE");
-}
-
-TestSuite(simf, .init = setup, .fini = teardown, .timeout = 30);
+ST_SCRATCH_SUITE(simf, g_scr, unsetenv("USCM_SIM_NODE"));
 
 static struct simf *mk(enum simf_link link, unsigned n, uint64_t seed, const char *pcap)
 {
-	struct simf *f = simf_create(g_dir, link, n, g_inst, seed, pcap);
+	struct simf *f = simf_create(g_scr.dir, link, n, g_scr.inst, seed, pcap);
 
 	cr_assert(f, "simf_create: %s", strerror(errno));
 	return f;
@@ -63,7 +43,7 @@ Test(simf, create_attach_node_table)
 	cr_assert_eq(f->st->nnodes, 3);
 	cr_assert_eq(f->st->seed, 7);
 	cr_assert_eq(f->self, -1);
-	g = simf_attach_node(g_dir, -1);
+	g = simf_attach_node(g_scr.dir, -1);
 	cr_assert(g, "attach: %s", strerror(errno));
 	/* the same shared memory */
 	f->st->nodes[2].lid = 3;
@@ -83,9 +63,9 @@ Test(simf, create_attach_node_table)
 	cr_assert_eq(simf_node_by_gid(g, gid), 2);
 	cr_assert_eq(simf_node_by_lid(g, 3), 2);
 	cr_assert_eq(simf_node_by_lid(g, 4), -1);
-	cr_assert_eq(ntohl(simf_node_addr(g, 2)), 127u << 24 | 77u << 16 | g_inst << 8 | 2);
+	cr_assert_eq(ntohl(simf_node_addr(g, 2)), 127u << 24 | 77u << 16 | g_scr.inst << 8 | 2);
 	/* hosts: ibacm format, address and name per node */
-	snprintf(path, sizeof(path), "%s/hosts", g_dir);
+	snprintf(path, sizeof(path), "%s/hosts", g_scr.dir);
 	{
 		const char *h = slurp(path);
 
@@ -107,7 +87,7 @@ Test(simf, roce_gids_and_ports)
 	cr_assert_arr_eq(f->st->nodes[2].gid, gid, 16);
 	cr_assert_eq(f->st->nodes[2].port_state, SIMF_PORT_ACTIVE);
 	cr_assert_eq(f->st->nodes[2].lid, 0);
-	snprintf(path, sizeof(path), "%s/hosts", g_dir);
+	snprintf(path, sizeof(path), "%s/hosts", g_scr.dir);
 	cr_assert(strstr(slurp(path), "\nnode2 ::ffff:127.10.0.2\n"));
 	simf_detach(f);
 }
@@ -117,12 +97,12 @@ Test(simf, attach_errors_and_env_node)
 	struct simf *f, *g;
 	char other[64];
 
-	snprintf(other, sizeof(other), "%s/none", g_dir);
+	snprintf(other, sizeof(other), "%s/none", g_scr.dir);
 	cr_assert_null(simf_attach_node(other, -1));
 	cr_assert_eq(errno, ENOENT);
 	f = mk(SIMF_LINK_IB, 2, 1, NULL);
 	setenv("USCM_SIM_NODE", "node2", 1);
-	g = simf_attach(g_dir);
+	g = simf_attach(g_scr.dir);
 	cr_assert(g);
 	cr_assert_eq(g->self, 2);
 	cr_assert_eq(f->st->nodes[2].pid, getpid());
@@ -137,11 +117,11 @@ Test(simf, attach_errors_and_env_node)
 	for (int i = 0; i < SIMF_NODE_PIDS; i++)
 		cr_assert_neq(f->st->nodes[2].pids[i], getpid());
 	setenv("USCM_SIM_NODE", "node7", 1);
-	cr_assert_null(simf_attach(g_dir));
+	cr_assert_null(simf_attach(g_scr.dir));
 	cr_assert_eq(errno, ENODEV);
 	/* a corrupt state file is refused */
 	f->st->magic = 0;
-	cr_assert_null(simf_attach_node(g_dir, -1));
+	cr_assert_null(simf_attach_node(g_scr.dir, -1));
 	cr_assert_eq(errno, EPROTO);
 	f->st->magic = SIMF_MAGIC;
 	simf_detach(f);
@@ -705,7 +685,7 @@ Test(simf, multicast_tables)
 	cr_assert_eq(simf_mcast_find(f, mgid, 0), -1, "RoCE group gone with its last QP");
 	simf_detach(f);
 	/* IB: only SA members receive */
-	f = simf_create(g_dir, SIMF_LINK_IB, 3, g_inst, 1, NULL);
+	f = simf_create(g_scr.dir, SIMF_LINK_IB, 3, g_scr.inst, 1, NULL);
 	cr_assert_eq(simf_mcast_attach(f, 1, mgid, 0xC001, 0x41), 0);
 	cr_assert_eq(simf_mcast_targets(f, NULL, 0xC001, t, 8), 0);
 	f->st->mcgs[simf_mcast_find(f, mgid, 0)].join_state[1] = 1;
@@ -740,7 +720,7 @@ static void check_pcap(enum simf_link link)
 	struct simf *f;
 	int rc;
 
-	snprintf(pcap, sizeof(pcap), "%s/fabric.pcap", g_dir);
+	snprintf(pcap, sizeof(pcap), "%s/fabric.pcap", g_scr.dir);
 	f = mk(link, 2, 1, pcap);
 	send_mads(f);
 	simf_detach(f);
@@ -793,12 +773,12 @@ Test(simf, pcap_concurrent_appends_stay_whole)
 	struct simf *f;
 	pid_t kids[3];
 
-	snprintf(pcap, sizeof(pcap), "%s/fabric.pcap", g_dir);
+	snprintf(pcap, sizeof(pcap), "%s/fabric.pcap", g_scr.dir);
 	f = mk(SIMF_LINK_ROCE, 2, 1, pcap);
 	for (int k = 0; k < 3; k++) {
 		kids[k] = fork();
 		if (kids[k] == 0) {
-			struct simf *g = simf_attach_node(g_dir, -1);
+			struct simf *g = simf_attach_node(g_scr.dir, -1);
 			uint8_t arr[100];
 
 			if (!g)

@@ -5,26 +5,7 @@
  * ReturnPath a responder reports (a CA forwards nothing). */
 #include "simtest.h"
 
-static char *g_dir;
-static int g_claim = -1;
-static unsigned g_inst;
-
-static void setup(void)
-{
-	g_dir = st_mkdtemp();
-	g_claim = st_claim_instance(&g_inst);
-	cr_assert(g_claim >= 0, "no free transport instance");
-}
-
-static void teardown(void)
-{
-	if (g_claim >= 0)
-		close(g_claim);
-	st_rmrf(g_dir);
-	free(g_dir);
-}
-
-TestSuite(topo, .init = setup, .fini = teardown, .timeout = 30);
+ST_SCRATCH_SUITE(topo, g_scr);
 
 static struct simf_topo g_t;
 
@@ -34,7 +15,7 @@ static struct simf *mk_topo(const char *spec)
 	struct simf *f;
 
 	cr_assert_eq(simf_topo_generate(spec, &g_t, err, sizeof(err)), 0, "%s", err);
-	f = simf_create(g_dir, SIMF_LINK_IB, g_t.ncas, g_inst, 1, NULL);
+	f = simf_create(g_scr.dir, SIMF_LINK_IB, g_t.ncas, g_scr.inst, 1, NULL);
 	cr_assert(f, "simf_create: %s", strerror(errno));
 	cr_assert_eq(simf_topo_apply(f, &g_t, err, sizeof(err)), 0, "%s", err);
 	return f;
@@ -45,7 +26,7 @@ Test(topo, parse_ibsim_and_ibnetdiscover_formats)
 	char path[512], err[256];
 	FILE *fp;
 
-	snprintf(path, sizeof(path), "%s/t1", g_dir);
+	snprintf(path, sizeof(path), "%s/t1", g_scr.dir);
 	fp = fopen(path, "w");
 	cr_assert(fp);
 	/* ibsim's own style: names, no GUIDs */
