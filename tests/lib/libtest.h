@@ -443,6 +443,37 @@ static inline int lt_on_node(int n, char **out, const char *fmt, ...)
 	va_end(ap);
 	return lt_sh(out, "USCM_SIM_NODE=node%d %s timeout 20 %s 2>&1", n, lt_util_env(), cmd);
 }
+/* Unmodified rping across this test's fabric: the server on node S, the
+ * client on node C to 127.10.0.S, 3 pings; the client is run again while
+ * the server does not listen yet (REJECTED); both must exit 0. */
+static inline void lt_rping_pair(int s, int c)
+{
+	char *out = NULL, *sout = NULL;
+	int st = -1;
+
+	cr_assert_eq(lt_sh(NULL,
+			   "(USCM_SIM_NODE=node%d %s timeout 30 rping -s -C 3 >%s/server.out 2>&1; "
+			   "echo $? >%s/server.rc) >/dev/null 2>&1 &",
+			   s, lt_util_env(), lt_dir, lt_dir),
+		     0);
+	for (int i = 0; i < 50; i++) {
+		free(out);
+		out = NULL;
+		st = lt_on_node(c, &out, "rping -c -a 127.10.0.%d -v -C 3", s);
+		if (st == 0 || !strstr(out, "REJECTED"))
+			break;
+		usleep(100 * 1000); /* the server did not listen yet */
+	}
+	cr_expect_eq(st, 0, "rping -c exited %d:\n%s", st, out);
+	cr_expect(strstr(out, "ping data: rdma-ping-2"), "%s", out);
+	free(out);
+	for (int i = 0; i < 100 && lt_sh(NULL, "test -s %s/server.rc", lt_dir) != 0; i++)
+		usleep(100 * 1000);
+	lt_sh(&sout, "cat %s/server.rc %s/server.out", lt_dir, lt_dir);
+	cr_expect(sout[0] == '0', "rping -s:\n%s", sout);
+	free(sout);
+}
+
 
 /* ---- a second process: a forked child ------------------------------------------ */
 

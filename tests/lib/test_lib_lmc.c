@@ -107,35 +107,6 @@ static void expect_lmc_fabric(unsigned *b1, unsigned *b3)
 	free(t1);
 }
 
-/* rping server on node1, client on node3 (other leaf): data flows. */
-static void rping_1_3(void)
-{
-	char *out = NULL, *sout = NULL;
-	int st = -1;
-
-	cr_assert_eq(lt_sh(NULL,
-			   "(USCM_SIM_NODE=node1 %s timeout 30 rping -s -C 3 >%s/server.out 2>&1; "
-			   "echo $? >%s/server.rc) >/dev/null 2>&1 &",
-			   lt_util_env(), lt_dir, lt_dir),
-		     0);
-	for (int i = 0; i < 50; i++) {
-		free(out);
-		out = NULL;
-		st = lt_on_node(3, &out, "rping -c -a 127.10.0.1 -v -C 3");
-		if (st == 0 || !strstr(out, "REJECTED"))
-			break;
-		usleep(100 * 1000); /* the server did not listen yet */
-	}
-	cr_expect_eq(st, 0, "rping -c exited %d:\n%s", st, out);
-	cr_expect(strstr(out, "ping data: rdma-ping-2"), "%s", out);
-	free(out);
-	for (int i = 0; i < 100 && lt_sh(NULL, "test -s %s/server.rc", lt_dir) != 0; i++)
-		usleep(100 * 1000);
-	lt_sh(&sout, "cat %s/server.rc %s/server.out", lt_dir, lt_dir);
-	cr_expect(sout[0] == '0', "rping -s:\n%s", sout);
-	free(sout);
-}
-
 Test(lmc, opensm_lmc2_paths_and_req)
 {
 	char *out = NULL, *pr = NULL, *req = NULL;
@@ -160,7 +131,7 @@ Test(lmc, opensm_lmc2_paths_and_req)
 	}
 	free(out);
 	out = NULL;
-	rping_1_3();
+	lt_rping_pair(1, 3); /* across leaves: data flows */
 	/* the REQ carries the path of the PathRecord OpenSM's SA answered */
 	cr_assert_eq(lt_sh(&pr,
 			   "%s/uscm-decode --json %s | grep '\"method\": \"GetResp\", \"attr\": \"PathRecord\"' | "
@@ -193,7 +164,7 @@ Test(lmc, builtin_lmc2_routes_every_lid)
 	lt_need("rping", "rdmacm-utils");
 	start_fat_tree("builtin");
 	expect_lmc_fabric(&b1, &b3);
-	rping_1_3();
+	lt_rping_pair(1, 3); /* across leaves: data flows */
 	/* MADs to and from non-base LIDs: ibping's server answers from the
 	 * LID it was pinged at (umad's path bits), and the capture's LRH
 	 * shows the LIDs used, SMPs included */

@@ -93,35 +93,13 @@ Test(opensm, subnet_up_smps_and_sa)
 
 Test(opensm, rping_over_opensm_pathrecord)
 {
-	char *out = NULL, *sout = NULL;
-	int st = -1;
+	char *out = NULL;
 
 	lt_need("rping", "rdmacm-utils");
 	start_opensm_fabric();
 	/* server on node1 (OpenSM's host), client on node2: the client's
 	 * PathRecord query crosses the fabric to the SM LID its port reports */
-	cr_assert_eq(lt_sh(NULL,
-			   "(USCM_SIM_NODE=node1 %s timeout 30 rping -s -C 3 >%s/server.out 2>&1; "
-			   "echo $? >%s/server.rc) >/dev/null 2>&1 &",
-			   lt_util_env(), lt_dir, lt_dir),
-		     0);
-	for (int i = 0; i < 50; i++) {
-		free(out);
-		out = NULL;
-		st = lt_on_node(2, &out, "rping -c -a 127.10.0.1 -v -C 3");
-		if (st == 0 || !strstr(out, "REJECTED"))
-			break;
-		usleep(100 * 1000); /* the server did not listen yet */
-	}
-	cr_expect_eq(st, 0, "rping -c exited %d:\n%s", st, out);
-	cr_expect(strstr(out, "ping data: rdma-ping-2"), "%s", out);
-	free(out);
-	out = NULL;
-	for (int i = 0; i < 100 && lt_sh(NULL, "test -s %s/server.rc", lt_dir) != 0; i++)
-		usleep(100 * 1000);
-	lt_sh(&sout, "cat %s/server.rc %s/server.out", lt_dir, lt_dir);
-	cr_expect(sout[0] == '0', "rping -s:\n%s", sout);
-	free(sout);
+	lt_rping_pair(1, 2);
 	/* the built-in SA answered nothing: uscm-sim-sm is only the SMA */
 	cr_assert_eq(lt_sh(&out, "%s/uscm-sim status", lt_bin()), 0);
 	cr_expect(strstr(out, "SA queries 0;"), "%s", out);

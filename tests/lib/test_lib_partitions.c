@@ -267,35 +267,13 @@ Test(partitions, no_shared_partition_no_path)
 
 Test(partitions, rping_in_a_partition_req_carries_its_pkey)
 {
-	char *out = NULL, *sout = NULL;
+	char *out = NULL;
 	int st = -1;
 
 	lt_need("rping", "rdmacm-utils");
 	start(1);
 	/* server on node3, client on node2: both in 0x0001 */
-	cr_assert_eq(lt_sh(NULL,
-			   "(USCM_SIM_NODE=node3 %s timeout 30 rping -s -C 3 >%s/server.out 2>&1; "
-			   "echo $? >%s/server.rc) >/dev/null 2>&1 &",
-			   lt_util_env(), lt_dir, lt_dir),
-		     0);
-	for (int i = 0; i < 50; i++) {
-		free(out);
-		out = NULL;
-		st = lt_sh(&out, "USCM_SIM_NODE=node2 %s timeout 20 rping -c -a 127.10.0.3 -v -C 3 2>&1",
-			   lt_util_env());
-		if (st == 0 || !strstr(out, "REJECTED"))
-			break;
-		usleep(100 * 1000); /* the server did not listen yet */
-	}
-	cr_expect_eq(st, 0, "rping -c exited %d:\n%s", st, out);
-	cr_expect(strstr(out, "ping data: rdma-ping-2"), "%s", out);
-	free(out);
-	out = NULL;
-	for (int i = 0; i < 100 && lt_sh(NULL, "test -s %s/server.rc", lt_dir) != 0; i++)
-		usleep(100 * 1000);
-	lt_sh(&sout, "cat %s/server.rc %s/server.out", lt_dir, lt_dir);
-	cr_expect(sout[0] == '0', "rping -s:\n%s", sout);
-	free(sout);
+	lt_rping_pair(3, 2);
 	/* node2 -> node4: another partition; rping reports the route error */
 	st = lt_sh(&out, "USCM_SIM_NODE=node2 %s timeout 20 rping -c -a 127.10.0.4 -v -C 1 2>&1", lt_util_env());
 	cr_expect_neq(st, 0, "rping to node4 succeeded:\n%s", out);

@@ -61,35 +61,6 @@ static void expect_topology(const char *disc)
 	}
 }
 
-/* rping server on node s, client on node c (by its name address) */
-static void rping_across(int s, int c)
-{
-	char *out = NULL, *sout = NULL;
-	int st = -1;
-
-	cr_assert_eq(lt_sh(NULL,
-			   "(USCM_SIM_NODE=node%d %s timeout 30 rping -s -C 3 >%s/server.out 2>&1; "
-			   "echo $? >%s/server.rc) >/dev/null 2>&1 &",
-			   s, lt_util_env(), lt_dir, lt_dir),
-		     0);
-	for (int i = 0; i < 50; i++) {
-		free(out);
-		out = NULL;
-		st = lt_on_node(c, &out, "rping -c -a 127.10.0.%d -v -C 3", s);
-		if (st == 0 || !strstr(out, "REJECTED"))
-			break;
-		usleep(100 * 1000); /* the server did not listen yet */
-	}
-	cr_expect_eq(st, 0, "rping -c exited %d:\n%s", st, out);
-	cr_expect(strstr(out, "ping data: rdma-ping-2"), "%s", out);
-	free(out);
-	for (int i = 0; i < 100 && lt_sh(NULL, "test -s %s/server.rc", lt_dir) != 0; i++)
-		usleep(100 * 1000);
-	lt_sh(&sout, "cat %s/server.rc %s/server.out", lt_dir, lt_dir);
-	cr_expect(sout[0] == '0', "rping -s:\n%s", sout);
-	free(sout);
-}
-
 /* a server `prog sargs` on node s, the client `prog cargs` on node c:
  * the client exits 0, and the server too (server_exits) or it is
  * stopped (cmtime's server runs until killed) */
@@ -170,7 +141,7 @@ Test(switch, builtin_sm_topology_file)
 	cr_expect(strstr(out, "\"Switch1\"") && strstr(out, "\"Switch2\"") && strstr(out, "To ca"),
 		  "ibtracert:\n%s", out);
 	free(out);
-	rping_across(1, 3);
+	lt_rping_pair(1, 3);
 }
 
 /* ibnetdiscover's output is a topology file: a fabric built from it is
@@ -263,7 +234,7 @@ Test(switch, opensm_fat_tree)
 		cr_expect(strstr(out, want), "saquery PR:\n%s", out);
 	}
 	free(out);
-	rping_across(1, 8);
+	lt_rping_pair(1, 8);
 	/* more of librdmacm's examples across leaf switches: RC connections
 	 * with data, UD with address resolution, 1000 connections */
 	pair_across("ucmatose", 1, "", 8, "-s 127.10.0.1", 1);
@@ -327,7 +298,7 @@ Test(switch, opensm_reroutes_around_a_link_down)
 		cr_expect(lt_file_has(log, "num:128 (Link state change) Producer:2 (Switch)"),
 			  "OpenSM's log shows no trap 128");
 	}
-	rping_across(2, 1);
+	lt_rping_pair(2, 1);
 }
 
 /* mckey: two receivers on different leaves (node3 on leaf2, node7 on
@@ -399,5 +370,5 @@ Test(switch, opensm_64_hosts_20_switches)
 	}
 	cr_expect(sw == 20 && ca == 64, "%d switches, %d CAs", sw, ca);
 	free(out);
-	rping_across(64, 1);
+	lt_rping_pair(64, 1);
 }
