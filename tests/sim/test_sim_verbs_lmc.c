@@ -232,26 +232,6 @@ static void node2(int fd)
 	_exit(0);
 }
 
-static int reap(pid_t pid, int ms)
-{
-	int st;
-
-	for (int waited = 0;; waited += 10) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
-
-		if (r == pid)
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		if (r < 0)
-			return -1;
-		if (waited >= ms) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &st, 0);
-			return 999;
-		}
-		usleep(10000);
-	}
-}
-
 static pid_t spawn(const char *node, void (*fn)(int), int fd, int other)
 {
 	pid_t pid = fork();
@@ -279,8 +259,8 @@ Test(verbs_lmc, ud_to_a_non_base_lid_with_path_bits)
 	b = spawn("node2", node2, sv[1], sv[0]);
 	close(sv[0]);
 	close(sv[1]);
-	ra = reap(a, 20000);
-	rb = reap(b, 20000);
+	ra = st_reap(a, 20000);
+	rb = st_reap(b, 20000);
 	cr_expect_eq(ra, 0, "node1 side failed (%d)", ra);
 	cr_expect_eq(rb, 0, "node2 side failed (%d)", rb);
 }
