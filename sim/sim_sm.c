@@ -581,8 +581,10 @@ static void sm_sweep(void)
 		nd->port_state = SIMF_PORT_ACTIVE;
 		logf_("%s: LID %u, ACTIVE", nd->name, nd->lid);
 	}
-	if (st->nswitches)
+	if (st->nswitches) {
 		builtin_switches(st);
+		simf_mft_program(st); /* the trees follow link changes */
+	}
 	simf_unlock(g_f);
 }
 
@@ -1064,6 +1066,8 @@ static void sa_mcmember(const struct req *r)
 			status = mc_join_locked(r, cm, q, out + SA_DATA_OFF);
 		else
 			status = mc_leave_locked(cm, q, out + SA_DATA_OFF);
+		if (st->nswitches)
+			simf_mft_program(st); /* before the answer: members receive at once */
 		__atomic_add_fetch(&st->generation, 1, __ATOMIC_RELEASE);
 		simf_unlock(g_f);
 		logf_("MCMemberRecord %s from node%d join_state %u: status 0x%04x",

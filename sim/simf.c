@@ -1314,7 +1314,7 @@ int simf_mcast_targets_from(struct simf *f, int src, const uint8_t *mgid, uint16
 	struct simf_state *st = f->st;
 	int g, k = 0;
 	uint8_t reach[SIMF_MAX_NODES];
-	int by_mft = src >= 0 && st->link == SIMF_LINK_IB && st->sm_kind == SIMF_SM_OPENSM && st->nswitches;
+	int by_mft = src >= 0 && st->link == SIMF_LINK_IB && st->nswitches;
 
 	simf_lock(f);
 	g = mcg_find_locked(st, mgid, mlid);
@@ -1330,10 +1330,11 @@ int simf_mcast_targets_from(struct simf *f, int src, const uint8_t *mgid, uint16
 
 			if (n < 0 || (by_mft && !reach[n]))
 				continue;
-			/* the built-in SA's membership stands for the switches'
-			 * MFTs; under an external SM the MFTs decide (above), or,
-			 * two ports cabled back to back, no switch filters: every
-			 * attached QP gets it */
+			/* with switches their MFTs decide (above; the built-in
+			 * SM programs them from its SA's membership, which also
+			 * decides on a fabric without switches); under an external
+			 * SM with two ports cabled back to back no switch filters:
+			 * every attached QP gets it */
 			if (st->link == SIMF_LINK_IB && st->sm_kind != SIMF_SM_OPENSM && !(m->join_state[n] & 3))
 				continue;
 			out[k++] = m->qps[q];

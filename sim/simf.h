@@ -444,7 +444,8 @@ int simf_mcast_detach(struct simf *f, int n, const uint8_t mgid[16], uint16_t ml
 int simf_mcast_targets(struct simf *f, const uint8_t *mgid, uint16_t mlid,
 		       struct simf_mcg_qp *out, int max);
 /* The same for a datagram sent by node src: on a fabric with switches
- * under an external SM it reaches only the CAs the switches' MFTs send it
+ * (their MFTs programmed by OpenSM, or by the built-in SM:
+ * simf_mft_program) it reaches only the CAs the switches' MFTs send it
  * to (flooded from src's port: each switch sends it out of the ports its
  * MFT has for the MLID, never back the way it came), and src itself. */
 int simf_mcast_targets_from(struct simf *f, int src, const uint8_t *mgid, uint16_t mlid,
@@ -452,6 +453,12 @@ int simf_mcast_targets_from(struct simf *f, int src, const uint8_t *mgid, uint16
 /* Which nodes a multicast packet to mlid from src reaches through the
  * switches' MFTs: reach[n] set (SIMF_MAX_NODES entries). Lock held. */
 void simf_mcast_reach(const struct simf *f, int src, uint16_t mlid, uint8_t *reach);
+/* The built-in SM's MFTs (simf_mft.c): every switch's entry for the MLID
+ * of each group its SA created, along one min-hop spanning tree of the
+ * switches (rooted at the switch of least eccentricity) toward the
+ * receiving members (join_state & 3); every other entry cleared. Called
+ * after each sweep and membership change. Lock held. */
+void simf_mft_program(struct simf_state *st);
 
 /* ---- fault rules -------------------------------------------------------------- */
 

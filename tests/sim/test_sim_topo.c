@@ -247,3 +247,119 @@ Test(topo, multicast_by_mft)
 	cr_expect_eq(errno, ENOTCONN);
 	simf_detach(f);
 }
+
+/* Walks a multicast packet from src through the MFTs without the dedup
+ * simf_mcast_reach does, counting how often each node gets it: a loop or a
+ * second path shows as a count above 1 (the walk stops after 10000 hops). */
+static void mft_walk(const struct simf_state *st, int src, uint16_t mlid, int *cnt)
+{
+	int qn[10000], qin[10000], qh = 0, qt = 0;
+
+	memset(cnt, 0, sizeof(int) * SIMF_MAX_NODES);
+	qn[qt] = st->nodes[src].ports[1].peer;
+	qin[qt++] = st->nodes[src].ports[1].peer_port;
+	while (qh < qt) {
+		int u = qn[qh], in = qin[qh++];
+		const struct simf_node *nd = &st->nodes[u];
+
+		cnt[u]++;
+		if (nd->type != SIMF_NODE_SWITCH)
+			continue;
+		for (int p = 1; p <= nd->nports && qt < 10000; p++) {
+			if (p == in || nd->ports[p].down || nd->ports[p].peer < 0 ||
+			    !(st->sw[nd->sw].mft[mlid - 0xC000] & (1ull << p)))
+				continue;
+			qn[qt] = nd->ports[p].peer;
+			qin[qt++] = nd->ports[p].peer_port;
+		}
+	}
+}
+
+/* Every CA n (1..ncas) as sender: each member other than n gets the packet
+ * exactly once, no other CA gets it, and simf_mcast_reach agrees. */
+static void expect_tree(struct simf *f, uint16_t mlid, const uint8_t *member, int ncas)
+{
+	int cnt[SIMF_MAX_NODES];
+	uint8_t reach[SIMF_MAX_NODES];
+
+	for (int src = 1; src <= ncas; src++) {
+		mft_walk(f->st, src, mlid, cnt);
+		simf_mcast_reach(f, src, mlid, reach);
+		for (int n = 1; n <= ncas; n++) {
+			if (n == src)
+				continue;
+			cr_expect_eq(cnt[n], member[n] ? 1 : 0, "MLID 0x%04x from node%d: node%d got it %d times",
+				     mlid, src, n, cnt[n]);
+			cr_expect_eq(!!reach[n], member[n], "MLID 0x%04x from node%d: reach node%d", mlid, src, n);
+		}
+		for (unsigned s = f->st->nnodes + 1; s <= f->st->nnodes + f->st->nswitches; s++)
+			cr_expect_leq(cnt[s], 1, "from node%d: switch node%u got it %d times", src, s, cnt[s]);
+	}
+}
+
+/* The built-in SM's MFTs (simf_mft_program) on a fat tree with two spines:
+ * one tree, so from every sender each member gets a datagram exactly once
+ * and no other CA gets it; after a spine link goes down and the SM
+ * reprograms, still; a group whose members all left has no entries. */
+Test(topo, builtin_mft_tree)
+{
+	struct simf *f = mk_topo("fat-tree:4,2,2");
+	struct simf_state *st = f->st;
+	struct simf_mcg *m = &st->mcgs[0], *m2 = &st->mcgs[1];
+	uint8_t member[SIMF_MAX_NODES] = { 0 }, member2[SIMF_MAX_NODES] = { 0 };
+	int ncas = (int)st->nnodes, leaf3 = st->nodes[3].ports[1].peer, leaf1 = st->nodes[1].ports[1].peer;
+
+	cr_assert_eq(ncas, 8);
+	cr_assert_neq(leaf1, leaf3, "node1 and node3 on different leaves");
+	memset(m, 0, sizeof(*m));
+	m->used = m->sa_created = 1;
+	m->mlid = 0xC000;
+	/* receivers on two leaves other than node1's, one send-only member */
+	m->join_state[3] = member[3] = 1;
+	m->join_state[7] = member[7] = 1;
+	m->join_state[4] = 2; /* NonMember receives too */
+	member[4] = 1;
+	m->join_state[1] = 4; /* SendOnlyNonMember: no copy */
+	memset(m2, 0, sizeof(*m2));
+	m2->used = m2->sa_created = 1;
+	m2->mlid = 0xC005;
+	m2->join_state[2] = member2[2] = 1;
+	m2->join_state[8] = member2[8] = 1;
+	simf_mft_program(st);
+	expect_tree(f, 0xC000, member, ncas);
+	expect_tree(f, 0xC005, member2, ncas);
+	/* a switch forwards out of the tree only: some spine link of node3's
+	 * leaf carries nothing (two spines, one tree) */
+	{
+		int spine_ports = 0;
+		const struct simf_node *l = &st->nodes[leaf3];
+
+		for (int p = 1; p <= l->nports; p++)
+			if (l->ports[p].peer > ncas && (st->sw[l->sw].mft[0] & (1ull << p)))
+				spine_ports++;
+		cr_expect_eq(spine_ports, 1, "leaf of node3 sends to %d spines", spine_ports);
+	}
+	/* take down every spine link of node3's leaf but the last: the tree
+	 * is rebuilt around it */
+	{
+		struct simf_node *l = &st->nodes[leaf3];
+		int last = 0;
+
+		for (int p = 1; p <= l->nports; p++)
+			if (l->ports[p].peer > ncas)
+				last = p;
+		for (int p = 1; p < last; p++)
+			if (l->ports[p].peer > ncas)
+				cr_assert_eq(simf_set_port_link(f, leaf3, p, 0), 0);
+	}
+	simf_mft_program(st);
+	expect_tree(f, 0xC000, member, ncas);
+	expect_tree(f, 0xC005, member2, ncas);
+	/* everyone left: the entries are cleared */
+	memset(m->join_state, 0, sizeof(m->join_state));
+	m->sa_created = 0;
+	simf_mft_program(st);
+	for (unsigned s = 0; s < st->nswitches; s++)
+		cr_expect_eq(st->sw[s].mft[0], 0, "switch %u keeps 0x%llx", s, (unsigned long long)st->sw[s].mft[0]);
+	simf_detach(f);
+}
