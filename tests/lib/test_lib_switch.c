@@ -11,7 +11,8 @@
  * librdmacm connect across leaf switches (their packets forwarded by the
  * LFTs); a spine link taken down, the leaf's
  * Trap 128 makes OpenSM reroute at once; mckey reaches receivers on two
- * other leaves through OpenSM's MFTs. Skipped when opensm,
+ * other leaves through OpenSM's MFTs, and through the built-in SM's.
+ * Skipped when opensm,
  * infiniband-diags or rdmacm-utils is missing.
  */
 #include "libtest.h"
@@ -332,6 +333,45 @@ Test(switch, opensm_mckey_across_leaves)
 		usleep(100 * 1000);
 	}
 	cr_expect(strstr(out, "\n0xc001 "), "ibroute -M of leaf2:\n%s", out);
+	free(out);
+	out = NULL;
+	st = lt_on_node(1, &out, "mckey -m 224.0.0.7 -b 127.10.0.1 -s -C 3");
+	cr_expect_eq(st, 0, "mckey -s exited %d:\n%s", st, out);
+	free(out);
+	for (int k = 0; k < 2; k++) {
+		for (int i = 0; i < 100 && lt_sh(NULL, "test -s %s/rx%d.rc", lt_dir, k) != 0; i++)
+			usleep(100 * 1000);
+		lt_sh(&sout, "cat %s/rx%d.rc %s/rx%d.out", lt_dir, k, lt_dir, k);
+		cr_expect(sout[0] == '0' && strstr(sout, "data transfers complete"), "mckey on node%d:\n%s", rx[k],
+			  sout);
+		free(sout);
+		sout = NULL;
+	}
+}
+
+/* The same under the built-in SM (no OpenSM needed): its SA's join
+ * programs the MFTs along one tree of the switches (simf_mft.c), which
+ * ibroute -M of leaf2 shows, and the switches forward by them. */
+Test(switch, builtin_mckey_across_leaves)
+{
+	char *out = NULL, *sout = NULL;
+	int st, rx[2] = { 3, 7 };
+
+	lt_need("mckey", "rdmacm-utils");
+	lt_need("ibroute", "infiniband-diags");
+	lt_fabric_start_opts("ib", 8, "--no-uscmd --topo fat-tree:4,2,2");
+	for (int k = 0; k < 2; k++)
+		cr_assert_eq(lt_sh(NULL,
+				   "(USCM_SIM_NODE=node%d %s timeout 30 stdbuf -o0 mckey -m 224.0.0.7 -b 127.10.0.%d -C 3"
+				   " >%s/rx%d.out 2>&1; echo $? >%s/rx%d.rc) >/dev/null 2>&1 &",
+				   rx[k], lt_util_env(), rx[k], lt_dir, k, lt_dir, k),
+			     0);
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < 100 && lt_sh(NULL, "grep -q 'joined dgid' %s/rx%d.out", lt_dir, k) != 0; i++)
+			usleep(100 * 1000);
+	/* the built-in SA's first group gets MLID 0xC000; leaf2 holds node3 */
+	cr_assert_eq(lt_on_node(1, &out, "ibroute -M -D 0,1,3,2"), 0, "%s", out);
+	cr_expect(strstr(out, "\n0xc000 "), "ibroute -M of leaf2:\n%s", out);
 	free(out);
 	out = NULL;
 	st = lt_on_node(1, &out, "mckey -m 224.0.0.7 -b 127.10.0.1 -s -C 3");
