@@ -509,6 +509,22 @@ void sv_qp_to_error(struct sv_qp *q)
 	}
 }
 
+/* USCM_SIM_QP_SOCKET_CACHE=0: a destroyed QP's socket is closed, never
+ * kept for the next QP (read once per process) — for fd accounting (the
+ * soak's leak check): the cache holds up to SV_IDLE_MAX fds per context,
+ * which real QPs would not. */
+static int socket_cache_on(void)
+{
+	static int on = -1;
+
+	if (__atomic_load_n(&on, __ATOMIC_RELAXED) < 0) {
+		const char *v = getenv("USCM_SIM_QP_SOCKET_CACHE");
+
+		__atomic_store_n(&on, !(v && !strcmp(v, "0")), __ATOMIC_RELAXED);
+	}
+	return on;
+}
+
 /* USCM_SIM_MODIFY_QP_DELAY_MS: every ibv_modify_qp first sleeps that long
  * (read once per process), as a slow firmware command can on hardware; for
  * tests of what a caller holds meanwhile. The QP is not locked while
@@ -703,7 +719,7 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
 	/* The socket stays bound and in epfd for the next QP when there is
 	 * room and it has a QPN left; datagrams that reach it meanwhile are
 	 * drained and counted by the progress thread (stale_drops). */
-	if (c->nidle < SV_IDLE_MAX && idle_next_qpn(qp->qp_num)) {
+	if (c->nidle < SV_IDLE_MAX && idle_next_qpn(qp->qp_num) && socket_cache_on()) {
 		c->idle[c->nidle].fd = q->fd;
 		c->idle[c->nidle].qpn = qp->qp_num;
 		c->nidle++;
