@@ -302,17 +302,17 @@ Test(switch, opensm_reroutes_around_a_link_down)
 	lt_rping_pair(2, 1);
 }
 
-/* mckey: two receivers on different leaves (node3 on leaf2, node7 on
- * leaf4), the sender on leaf1: OpenSM's SA creates the group and programs
- * the MFTs, and the switches forward the datagrams by them. */
-Test(switch, opensm_mckey_across_leaves)
+/* mckey on fat-tree:4,2,2 (started with OPTS): two receivers on different
+ * leaves (node3 on leaf2, node7 on leaf4), the sender on leaf1; the SM
+ * programs the MFTs — leaf2's (ibroute -M by a directed route) must list
+ * MLID, polled while the SM gets to it — and the switches forward the
+ * datagrams by them: both receivers get every one. */
+static void mckey_across_leaves(const char *opts, const char *mlid)
 {
-	char *out = NULL, *sout = NULL;
+	char *out = NULL, *sout = NULL, want[16];
 	int st, rx[2] = { 3, 7 };
 
-	lt_need("opensm", "opensm");
-	lt_need("mckey", "rdmacm-utils");
-	lt_fabric_start_opts("ib", 8, "--no-uscmd --sm opensm --topo fat-tree:4,2,2");
+	lt_fabric_start_opts("ib", 8, opts);
 	for (int k = 0; k < 2; k++)
 		cr_assert_eq(lt_sh(NULL,
 				   "(USCM_SIM_NODE=node%d %s timeout 30 stdbuf -o0 mckey -m 224.0.0.7 -b 127.10.0.%d -C 3"
@@ -322,17 +322,16 @@ Test(switch, opensm_mckey_across_leaves)
 	for (int k = 0; k < 2; k++)
 		for (int i = 0; i < 100 && lt_sh(NULL, "grep -q 'joined dgid' %s/rx%d.out", lt_dir, k) != 0; i++)
 			usleep(100 * 1000);
-	/* leaf2 (leaf1 -> spine1 -> leaf2) has a member: OpenSM programs its
-	 * MFT for the group (0xC001; 0xC000 is IPoIB's broadcast group) */
+	snprintf(want, sizeof(want), "\n%s ", mlid);
 	for (int i = 0; i < 50; i++) {
 		free(out);
 		out = NULL;
 		cr_assert_eq(lt_on_node(1, &out, "ibroute -M -D 0,1,3,2"), 0, "%s", out);
-		if (strstr(out, "\n0xc001 "))
+		if (strstr(out, want))
 			break;
 		usleep(100 * 1000);
 	}
-	cr_expect(strstr(out, "\n0xc001 "), "ibroute -M of leaf2:\n%s", out);
+	cr_expect(strstr(out, want), "ibroute -M of leaf2 lacks %s:\n%s", mlid, out);
 	free(out);
 	out = NULL;
 	st = lt_on_node(1, &out, "mckey -m 224.0.0.7 -b 127.10.0.1 -s -C 3");
@@ -349,43 +348,24 @@ Test(switch, opensm_mckey_across_leaves)
 	}
 }
 
-/* The same under the built-in SM (no OpenSM needed): its SA's join
- * programs the MFTs along one tree of the switches (simf_mft.c), which
- * ibroute -M of leaf2 shows, and the switches forward by them. */
-Test(switch, builtin_mckey_across_leaves)
+/* OpenSM's SA creates the group: its MLID 0xC001 (0xC000 is IPoIB's
+ * broadcast group). */
+Test(switch, opensm_mckey_across_leaves)
 {
-	char *out = NULL, *sout = NULL;
-	int st, rx[2] = { 3, 7 };
-
+	lt_need("opensm", "opensm");
 	lt_need("mckey", "rdmacm-utils");
 	lt_need("ibroute", "infiniband-diags");
-	lt_fabric_start_opts("ib", 8, "--no-uscmd --topo fat-tree:4,2,2");
-	for (int k = 0; k < 2; k++)
-		cr_assert_eq(lt_sh(NULL,
-				   "(USCM_SIM_NODE=node%d %s timeout 30 stdbuf -o0 mckey -m 224.0.0.7 -b 127.10.0.%d -C 3"
-				   " >%s/rx%d.out 2>&1; echo $? >%s/rx%d.rc) >/dev/null 2>&1 &",
-				   rx[k], lt_util_env(), rx[k], lt_dir, k, lt_dir, k),
-			     0);
-	for (int k = 0; k < 2; k++)
-		for (int i = 0; i < 100 && lt_sh(NULL, "grep -q 'joined dgid' %s/rx%d.out", lt_dir, k) != 0; i++)
-			usleep(100 * 1000);
-	/* the built-in SA's first group gets MLID 0xC000; leaf2 holds node3 */
-	cr_assert_eq(lt_on_node(1, &out, "ibroute -M -D 0,1,3,2"), 0, "%s", out);
-	cr_expect(strstr(out, "\n0xc000 "), "ibroute -M of leaf2:\n%s", out);
-	free(out);
-	out = NULL;
-	st = lt_on_node(1, &out, "mckey -m 224.0.0.7 -b 127.10.0.1 -s -C 3");
-	cr_expect_eq(st, 0, "mckey -s exited %d:\n%s", st, out);
-	free(out);
-	for (int k = 0; k < 2; k++) {
-		for (int i = 0; i < 100 && lt_sh(NULL, "test -s %s/rx%d.rc", lt_dir, k) != 0; i++)
-			usleep(100 * 1000);
-		lt_sh(&sout, "cat %s/rx%d.rc %s/rx%d.out", lt_dir, k, lt_dir, k);
-		cr_expect(sout[0] == '0' && strstr(sout, "data transfers complete"), "mckey on node%d:\n%s", rx[k],
-			  sout);
-		free(sout);
-		sout = NULL;
-	}
+	mckey_across_leaves("--no-uscmd --sm opensm --topo fat-tree:4,2,2", "0xc001");
+}
+
+/* The same under the built-in SM (no OpenSM needed): its SA's join
+ * programs the MFTs along one tree of the switches (simf_mft.c); its first
+ * group gets MLID 0xC000. */
+Test(switch, builtin_mckey_across_leaves)
+{
+	lt_need("mckey", "rdmacm-utils");
+	lt_need("ibroute", "infiniband-diags");
+	mckey_across_leaves("--no-uscmd --topo fat-tree:4,2,2", "0xc000");
 }
 
 /* issue 17's scale target: 64 hosts and 20 switches (16 leaves with 4
