@@ -93,6 +93,52 @@ static char *wait_rc(const char *file)
  * runtimes of the ASan build stay first) */
 #define PRE "sh -c 'exec env LD_PRELOAD=\"${LD_PRELOAD:+$LD_PRELOAD }%s\" \"$@\"' rsp "
 
+/* The server side: CMD (at most 60 s, under librspreload) in the
+ * background on node1, its output in lt_dir/server.out and its exit status
+ * in lt_dir/server.rc; returns once it says it is listening (iperf3
+ * --forceflush, socat -d -d), 10 s at most. */
+static void start_listener(const char *cmd)
+{
+	cr_assert_eq(lt_sh(NULL,
+			   "(USCM_SIM_NODE=node1 %s " PRE "timeout -k 5 60 %s"
+			   " >%s/server.out 2>&1; echo $? >%s/server.rc) >/dev/null 2>&1 &",
+			   lt_util_env(), preload, cmd, lt_dir, lt_dir),
+		     0);
+	for (int i = 0; i < 100 && lt_sh(NULL, "grep -q listening %s/server.out 2>/dev/null", lt_dir); i++)
+		usleep(100 * 1000);
+}
+
+/* The client side: CMD (at most 60 s, under librspreload) on node2, run
+ * again (50 times at most) while again(its output) says a REQ beat the
+ * listen (rejected, as by the kernel's CM); its status, its output in *out. */
+static int run_client(char **out, const char *cmd, int (*again)(const char *out))
+{
+	int st = -1;
+
+	for (int i = 0; i < 50; i++) {
+		free(*out);
+		*out = NULL;
+		st = lt_sh(out, "USCM_SIM_NODE=node2 %s " PRE "timeout -k 5 60 %s 2>&1", lt_util_env(), preload,
+			   cmd);
+		if (st == 0 || !again(*out))
+			break;
+		usleep(100 * 1000);
+	}
+	return st;
+}
+
+static int refused(const char *out)
+{
+	return strstr(out, "refused") != NULL;
+}
+
+/* iperf3 reports a refused connect as "Bad address" too (its error
+ * queue query after rconnect's ECONNREFUSED fails differently) */
+static int refused_or_efault(const char *out)
+{
+	return refused(out) || strstr(out, "Bad address");
+}
+
 static void iperf(const char *link)
 {
 	char *out = NULL, *sout = NULL;
@@ -102,24 +148,9 @@ static void iperf(const char *link)
 	if (lt_sh(NULL, "command -v iperf3 >/dev/null") != 0)
 		tf_skip_missing("iperf3 (Debian iperf3) is not installed");
 	fabric(link);
-	cr_assert_eq(lt_sh(NULL,
-			   "(USCM_SIM_NODE=node1 %s " PRE "timeout -k 5 60 iperf3 -1 -s --forceflush -B 127.10.0.1 -p 5301"
-			   " >%s/server.out 2>&1; echo $? >%s/server.rc) >/dev/null 2>&1 &",
-			   lt_util_env(), preload, lt_dir, lt_dir),
-		     0);
-	/* iperf3 says so once it listens (--forceflush: its stdout is a file) */
-	for (int i = 0; i < 100 && lt_sh(NULL, "grep -q listening %s/server.out 2>/dev/null", lt_dir); i++)
-		usleep(100 * 1000);
-	for (int i = 0; i < 50; i++) {
-		free(out);
-		st = lt_sh(&out,
-			   "USCM_SIM_NODE=node2 %s " PRE
-			   "timeout -k 5 60 iperf3 -c 127.10.0.1 -p 5301 -P 2 -n 4M 2>&1",
-			   lt_util_env(), preload);
-		if (st == 0 || (!strstr(out, "refused") && !strstr(out, "Bad address")))
-			break;
-		usleep(100 * 1000);
-	}
+	/* iperf3 says when it listens (--forceflush: its stdout is a file) */
+	start_listener("iperf3 -1 -s --forceflush -B 127.10.0.1 -p 5301");
+	st = run_client(&out, "iperf3 -c 127.10.0.1 -p 5301 -P 2 -n 4M", refused_or_efault);
 	cr_expect_eq(st, 0, "iperf3 client exited %d:\n%s", st, out);
 	cr_expect(strstr(out, "[SUM]") && strstr(out, "sender") && strstr(out, "iperf Done."),
 		  "client:\n%s", out);
@@ -164,7 +195,7 @@ Test(rspreload, iperf3_roce)
  * socket() (the connection) initialises it. */
 static void socat_file(const char *link)
 {
-	char *out = NULL, *sout = NULL, *cmp = NULL;
+	char *out = NULL, *sout = NULL, *cmp = NULL, cmd[1024];
 	int st = -1;
 
 	need_preload();
@@ -172,26 +203,11 @@ static void socat_file(const char *link)
 		tf_skip_missing("socat (Debian socat) is not installed");
 	fabric(link);
 	cr_assert_eq(lt_sh(NULL, "head -c 4194304 /dev/urandom >%s/in.bin", lt_dir), 0);
-	cr_assert_eq(lt_sh(NULL,
-			   "(USCM_SIM_NODE=node1 %s " PRE "timeout -k 5 60 socat -d -d -u "
-			   "TCP-LISTEN:5302,bind=127.10.0.1,reuseaddr OPEN:%s/out.bin,creat,trunc"
-			   " >%s/server.out 2>&1; echo $? >%s/server.rc) >/dev/null 2>&1 &",
-			   lt_util_env(), preload, lt_dir, lt_dir, lt_dir),
-		     0);
-	/* socat -d -d says so once it listens */
-	for (int i = 0; i < 100 && lt_sh(NULL, "grep -q listening %s/server.out 2>/dev/null", lt_dir); i++)
-		usleep(100 * 1000);
-	for (int i = 0; i < 50; i++) {
-		free(out);
-		st = lt_sh(&out,
-			   "USCM_SIM_NODE=node2 %s " PRE
-			   "timeout -k 5 60 socat -U TCP:127.10.0.1:5302 OPEN:%s/in.bin 2>&1",
-			   lt_util_env(), preload, lt_dir);
-		/* a REQ that beat the listen is rejected (as the kernel's CM) */
-		if (st == 0 || !strstr(out, "refused"))
-			break;
-		usleep(100 * 1000);
-	}
+	snprintf(cmd, sizeof(cmd), "socat -d -d -u TCP-LISTEN:5302,bind=127.10.0.1,reuseaddr OPEN:%s/out.bin,creat,trunc",
+		 lt_dir);
+	start_listener(cmd);
+	snprintf(cmd, sizeof(cmd), "socat -U TCP:127.10.0.1:5302 OPEN:%s/in.bin", lt_dir);
+	st = run_client(&out, cmd, refused);
 	cr_expect_eq(st, 0, "sending socat exited %d:\n%s", st, out);
 	char *rc = wait_rc("server.rc");
 	lt_sh(&sout, "cat %s/server.out", lt_dir);
@@ -215,13 +231,19 @@ Test(rspreload, socat_file_roce)
 	socat_file("roce");
 }
 
+/* refused, and not an error of a connection that was made */
+static int refused_before_writing(const char *out)
+{
+	return refused(out) && !strstr(out, "write(");
+}
+
 /* The receiver goes away mid-transfer (its socat writes to /dev/full:
  * ENOSPC, it exits and closes the connection): the sender, waiting in
  * select() for room to write, must learn of it (write: EPIPE / ECONNRESET)
  * and exit with an error, not hang. */
 Test(rspreload, socat_receiver_exits_ib)
 {
-	char *out = NULL, *sout = NULL;
+	char *out = NULL, *sout = NULL, cmd[1024];
 	int st = -1;
 
 	need_preload();
@@ -229,24 +251,9 @@ Test(rspreload, socat_receiver_exits_ib)
 		tf_skip_missing("socat (Debian socat) is not installed");
 	fabric("ib");
 	cr_assert_eq(lt_sh(NULL, "head -c 4194304 /dev/urandom >%s/in.bin", lt_dir), 0);
-	cr_assert_eq(lt_sh(NULL,
-			   "(USCM_SIM_NODE=node1 %s " PRE "timeout -k 5 60 socat -d -d -u "
-			   "TCP-LISTEN:5302,bind=127.10.0.1,reuseaddr OPEN:/dev/full"
-			   " >%s/server.out 2>&1; echo $? >%s/server.rc) >/dev/null 2>&1 &",
-			   lt_util_env(), preload, lt_dir, lt_dir),
-		     0);
-	for (int i = 0; i < 100 && lt_sh(NULL, "grep -q listening %s/server.out 2>/dev/null", lt_dir); i++)
-		usleep(100 * 1000);
-	for (int i = 0; i < 50; i++) {
-		free(out);
-		st = lt_sh(&out,
-			   "USCM_SIM_NODE=node2 %s " PRE
-			   "timeout -k 5 60 socat -U TCP:127.10.0.1:5302 OPEN:%s/in.bin 2>&1",
-			   lt_util_env(), preload, lt_dir);
-		if (st == 0 || !strstr(out, "refused") || strstr(out, "write("))
-			break;
-		usleep(100 * 1000);
-	}
+	start_listener("socat -d -d -u TCP-LISTEN:5302,bind=127.10.0.1,reuseaddr OPEN:/dev/full");
+	snprintf(cmd, sizeof(cmd), "socat -U TCP:127.10.0.1:5302 OPEN:%s/in.bin", lt_dir);
+	st = run_client(&out, cmd, refused_before_writing);
 	/* 124/137: timeout(1) ended it */
 	cr_expect(st != 0 && st != 124 && st != 137, "sending socat exited %d:\n%s", st, out);
 	cr_expect(strstr(out, "Broken pipe") || strstr(out, "Connection reset"), "sender:\n%s", out);
