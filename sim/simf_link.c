@@ -19,21 +19,18 @@
 
 #define TRACE_MAX 64
 
-struct hop {
-	int16_t a, b;
-	uint8_t pa, pb;
-};
-
 /* The last route walk of this thread. */
 static __thread struct {
 	int src, dst, dr, active, valid, n;
-	struct hop hops[TRACE_MAX];
+	uint16_t dlid;
+	struct simf_hop hops[TRACE_MAX];
 } tr;
 
-void simf_trace_begin(int src, int dr)
+void simf_trace_begin(int src, int dr, uint16_t dlid)
 {
 	tr.src = src;
 	tr.dr = dr;
+	tr.dlid = dlid;
 	tr.n = 0;
 	tr.valid = 0;
 	tr.active = 1;
@@ -44,7 +41,7 @@ void simf_trace_hop(int a, int pa, int b, int pb)
 	/* walks outside a route (multicast flooding) are not recorded */
 	if (!tr.active || tr.n >= TRACE_MAX)
 		return;
-	tr.hops[tr.n++] = (struct hop){ (int16_t)a, (int16_t)b, (uint8_t)pa, (uint8_t)pb };
+	tr.hops[tr.n++] = (struct simf_hop){ (int16_t)a, (int16_t)b, (uint8_t)pa, (uint8_t)pb };
 }
 
 void simf_trace_end(int dst)
@@ -52,6 +49,14 @@ void simf_trace_end(int dst)
 	tr.dst = dst;
 	tr.active = 0;
 	tr.valid = dst >= 0;
+}
+
+int simf_trace_lid_hops(int src, uint16_t dlid, const struct simf_hop **hops)
+{
+	if (tr.active || tr.dr || tr.src != src || tr.dlid != dlid)
+		return -1;
+	*hops = tr.hops;
+	return tr.n;
 }
 
 /* The rule's node index, -1 if the fabric has no such node. */
@@ -76,7 +81,7 @@ static int flip(int dir)
 }
 
 /* Does hop h cross (n, p) in direction dir? rev: h is walked backwards. */
-static int hop_crosses(const struct hop *h, int rev, int n, int p, int dir)
+static int hop_crosses(const struct simf_hop *h, int rev, int n, int p, int dir)
 {
 	int a = rev ? h->b : h->a, pa = rev ? h->pb : h->pa;
 	int b = rev ? h->a : h->b, pb = rev ? h->pa : h->pb;

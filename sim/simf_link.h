@@ -11,12 +11,23 @@
 
 #include "simf.h"
 
-/* A route walk from node src starts (dr: a directed route) ... */
-void simf_trace_begin(int src, int dr);
+/* A route walk from node src starts (dr: a directed route; dlid: the LID
+ * a LID-routed walk goes to) ... */
+void simf_trace_begin(int src, int dr, uint16_t dlid);
 /* ... crosses the cable from node a's port pa to node b's port pb ... */
 void simf_trace_hop(int a, int pa, int b, int pb);
 /* ... and ends at node dst (-1: lost). */
 void simf_trace_end(int dst);
+
+/* The cables this thread's last route walk crossed, when it was the
+ * LID-routed walk from src to dlid (simf_route_lid), in order: node a's
+ * port pa to node b's port pb; their number, -1 when the last walk was
+ * another (then walk it: simf_route_lid). */
+struct simf_hop {
+	int16_t a, b;
+	uint8_t pa, pb;
+};
+int simf_trace_lid_hops(int src, uint16_t dlid, const struct simf_hop **hops);
 
 /* Does the datagram from src to dst (pkt: its BTH..) cross rule r's link
  * in r's direction? Rules without a link match everything. */

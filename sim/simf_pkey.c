@@ -4,6 +4,7 @@
  * umad drop-ins and the SMA (PortInfo P_KeyViolations).
  */
 #include "simf.h"
+#include "simf_link.h"
 
 int simf_pkey_match(uint16_t a, uint16_t b)
 {
@@ -59,50 +60,41 @@ static int sw_port_has(const struct simf_state *st, unsigned sw, int p, uint16_t
 	return 0;
 }
 
+/* Does switch node n's port p, enforcing in direction bit (1 inbound, 2
+ * outbound), turn pkey away? Counted against the switch. */
+static int sw_refuses(struct simf *f, int n, int p, int bit, uint16_t pkey)
+{
+	const struct simf_state *st = f->st;
+	unsigned sw;
+
+	if (n <= 0 || n >= SIMF_MAX_NODES || st->nodes[n].type != SIMF_NODE_SWITCH)
+		return 0;
+	sw = st->nodes[n].sw;
+	if (sw >= SIMF_MAX_SWITCHES || p < 1 || p > SIMF_MAX_PORTS || !(st->sw_penf[sw][p] & bit) ||
+	    sw_port_has(st, sw, p, pkey))
+		return 0;
+	simf_pkey_violation(f, n);
+	return 1;
+}
+
 int simf_pkey_route_ok(struct simf *f, int src, uint16_t dlid, uint16_t pkey)
 {
 	const struct simf_state *st = f->st;
-	int cur = src, in = 0;
+	const struct simf_hop *h;
+	int n;
 
 	if (!st->cabled || !st->nswitches || src <= 0 || src >= SIMF_MAX_NODES)
 		return 1;
-	/* the LFT walk of simf_route_lid, looking only at the ports'
-	 * enforcement: losses for other reasons are the route's to decide */
-	for (int hops = 0; hops < 64; hops++) {
-		const struct simf_node *nd = &st->nodes[cur];
-		int out, peer;
-
-		if (nd->type == SIMF_NODE_SWITCH) {
-			unsigned sw = nd->sw;
-
-			if (sw >= SIMF_MAX_SWITCHES)
-				return 1;
-			if (in > 0 && (st->sw_penf[sw][in] & 1) && !sw_port_has(st, sw, in, pkey)) {
-				simf_pkey_violation(f, cur);
-				return 0;
-			}
-			if (nd->lid && dlid >= nd->lid && dlid < nd->lid + (1u << (nd->lmc & 7)))
-				return 1; /* to the switch's own port 0 */
-			if (dlid > st->sw[sw].lft_top)
-				return 1;
-			out = st->sw[sw].lft[dlid];
-			if (out < 1 || out > nd->nports || out > SIMF_MAX_PORTS)
-				return 1;
-			if ((st->sw_penf[sw][out] & 2) && !sw_port_has(st, sw, out, pkey)) {
-				simf_pkey_violation(f, cur);
-				return 0;
-			}
-		} else {
-			if (hops)
-				return 1; /* arrived at a CA */
-			out = 1;
-		}
-		peer = nd->ports[out].peer;
-		if (peer < 0 || peer >= SIMF_MAX_NODES)
-			return 1;
-		in = nd->ports[out].peer_port;
-		cur = peer;
+	/* the cables the datagram's route crosses: those of the LFT walk the
+	 * drop-in just made for it (simf_route_lid), walked again only when
+	 * the caller did not; losses for other reasons are the route's */
+	if ((n = simf_trace_lid_hops(src, dlid, &h)) < 0) {
+		simf_route_lid(f, src, dlid, NULL);
+		n = simf_trace_lid_hops(src, dlid, &h);
 	}
+	for (int i = 0; i < n; i++)
+		if (sw_refuses(f, h[i].a, h[i].pa, 2, pkey) || sw_refuses(f, h[i].b, h[i].pb, 1, pkey))
+			return 0;
 	return 1;
 }
 

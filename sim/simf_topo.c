@@ -123,7 +123,7 @@ int simf_route_lid(const struct simf *f, int src, uint16_t dlid, int *in_port)
 {
 	int dst;
 
-	simf_trace_begin(src, 0);
+	simf_trace_begin(src, 0, dlid);
 	dst = route_lid(f, src, dlid, in_port);
 	simf_trace_end(dst);
 	return dst;
@@ -172,7 +172,7 @@ int simf_route_dr(const struct simf *f, int src, const uint8_t *smp, int *in_por
 {
 	int dst;
 
-	simf_trace_begin(src, 1);
+	simf_trace_begin(src, 1, 0);
 	dst = route_dr(f, src, smp, in_port, ret_path);
 	simf_trace_end(dst);
 	return dst;
