@@ -29,6 +29,7 @@ struct cma_global g = {
 	.ep_fd = -1,
 	.timer_fd = -1,
 	.timer_armed = CMP_TIME_NEVER,
+	.handover_at = CMP_TIME_NEVER,
 	.caller_priv = -1,
 };
 
@@ -151,7 +152,8 @@ static void ep_port(struct cma_port *p, uint32_t events)
 {
 	struct epoll_event ev = { .events = events, .data.ptr = p };
 
-	epoll_ctl(g.ep_fd, EPOLL_CTL_MOD, um_port_fd(p->um), &ev);
+	if (epoll_ctl(g.ep_fd, EPOLL_CTL_MOD, um_port_fd(p->um), &ev) == 0)
+		p->ep_on = events != 0;
 }
 
 int cma_init_locked(void)
@@ -441,6 +443,7 @@ int cma_rx_fds(int *fds, int max)
 			if (g.devs[d].ports[i].eng) {
 				fds[n++] = um_port_fd(g.devs[d].ports[i].um);
 				epoll_ctl(g.ep_fd, EPOLL_CTL_DEL, fds[n - 1], NULL);
+				g.devs[d].ports[i].ep_on = 0;
 			}
 	pthread_mutex_unlock(&g.lock);
 	return n;
@@ -478,9 +481,40 @@ void cma_rx_fd(int fd)
  * receiving, cma_kick_timers re-arms it if an engine timer moved earlier.
  * USCM_WAIT_PROGRESS=0: wait on the channel fd only. Returns poll's errno
  * or 0.
+ *
+ * The hand-over: when the waiter returns, the umad fds stay off in the
+ * progress thread's set for USCM_WAIT_HANDOVER_US (default 1000 µs;
+ * g.handover_at, on the progress thread's timer), and the progress thread
+ * takes them back only if no waiter has polled them again by then. A
+ * program that handles an event and waits again — every blocking event
+ * loop — so keeps its MADs to itself: with the fds handed back at once
+ * (0), the MAD that arrives between two waits (the RTU while the server's
+ * thread is still in rdma_accept, the next REQ) woke the progress thread,
+ * which then raced the returning waiter for the locks — on one CPU, 2.5
+ * more context switches per connection (docs/performance.md). A MAD that
+ * nobody waits for is received at most that much later; a second thread
+ * asleep in another channel's wait would miss MADs meanwhile, so with
+ * one, the fds go back at once.
  */
 static int wait_progress_off = -1;
 static int wait_progress_busy; /* a waiter polls the umad fds */
+static int nwaiting;           /* threads in cma_wait_event */
+static cmp_time handover_ns = CMP_TIME_NEVER; /* USCM_WAIT_HANDOVER_US */
+
+/* Gives every open port's umad fd back to the progress thread (g.lock). */
+static void handover_now(void)
+{
+	g.handover_at = CMP_TIME_NEVER;
+	if (g.rx_external)
+		return;
+	for (int d = 0; d < g.ndevs; d++)
+		for (int i = 0; i < g.devs[d].nports; i++) {
+			struct cma_port *p = &g.devs[d].ports[i];
+
+			if (p->eng && !p->ep_on)
+				ep_port(p, EPOLLIN);
+		}
+}
 
 static int cma_wait_event(struct cma_chan *c)
 {
@@ -490,10 +524,14 @@ static int cma_wait_event(struct cma_chan *c)
 
 	if (wait_progress_off < 0) {
 		const char *e = getenv("USCM_WAIT_PROGRESS");
+		long us = env_long("USCM_WAIT_HANDOVER_US", 1000);
+
 		wait_progress_off = e && !strcmp(e, "0");
+		handover_ns = us > 0 ? (cmp_time)us * 1000u : 0;
 	}
 	mine = !wait_progress_off && !wait_progress_busy;
 	wait_progress_busy |= mine;
+	nwaiting++;
 	fds[n].fd = c->ch.fd;
 	fds[n++].events = POLLIN;
 	for (int d = 0; d < g.ndevs && mine; d++)
@@ -503,9 +541,11 @@ static int cma_wait_event(struct cma_chan *c)
 				who[n] = &g.devs[d].ports[i];
 				fds[n].fd = um_port_fd(g.devs[d].ports[i].um);
 				fds[n++].events = POLLIN;
-				if (!g.rx_external)
+				if (who[n - 1]->ep_on && !g.rx_external)
 					ep_port(who[n - 1], 0);
 			}
+	if (mine)
+		g.handover_at = CMP_TIME_NEVER; /* a waiter has them */
 	pthread_mutex_unlock(&g.lock);
 	prc = poll(fds, (nfds_t)n, -1);
 	perr = errno;
@@ -513,13 +553,21 @@ static int cma_wait_event(struct cma_chan *c)
 		if (fds[k].revents & (POLLIN | POLLERR))
 			got |= port_rx(who[k]);
 	pthread_mutex_lock(&g.lock);
-	if (mine)
+	nwaiting--;
+	if (mine) {
 		wait_progress_busy = 0;
-	/* The umad fds back to the progress thread, once what woke us is
-	 * received (level-triggered: re-enabled before, the MAD would wake it
-	 * too; one that arrives later wakes it, as it should). */
-	for (int k = 1; k < n && !g.rx_external; k++)
-		ep_port(who[k], EPOLLIN);
+		/* The umad fds back to the progress thread, once what woke us
+		 * is received (level-triggered: re-enabled before, the MAD
+		 * would wake it too; one that arrives later wakes it, as it
+		 * should) — at once, or after the hand-over time (above). */
+		if (!handover_ns || nwaiting) {
+			handover_now();
+		} else if (!g.rx_external) {
+			g.handover_at = cma_now() + handover_ns;
+			if (g.handover_at < g.timer_armed)
+				timer_arm(g.handover_at);
+		}
+	}
 	if (got)
 		cma_kick_timers();
 	return prc < 0 && perr != EINTR ? perr : 0;
@@ -539,12 +587,13 @@ static void *progress_main(void *arg)
 	(void)arg;
 	pthread_mutex_lock(&g.lock);
 	for (;;) {
-		cmp_time now;
+		cmp_time now, next;
 		int n;
 
 		/* the QP moves and MADs what came below asked for */
 		cma_deferred_run();
-		timer_arm(engines_expiry());
+		next = engines_expiry();
+		timer_arm(g.handover_at < next ? g.handover_at : next);
 		pthread_mutex_unlock(&g.lock);
 		n = epoll_wait(g.ep_fd, evs, MAX_POLL, -1);
 		if (n < 0) {
@@ -575,6 +624,9 @@ static void *progress_main(void *arg)
 			}
 		}
 		now = cma_now();
+		/* no waiter took the umad fds again in time: ours again */
+		if (g.handover_at <= now)
+			handover_now();
 		for (int d = 0; d < g.ndevs; d++) {
 			for (int i = 0; i < g.devs[d].nports; i++) {
 				struct cma_port *p = &g.devs[d].ports[i];
@@ -661,6 +713,7 @@ int cma_port_open(struct cma_port *p)
 		 * it without g.lock (port_rx) */
 		p->um = um;
 		/* the progress thread sees the new fd without being woken */
+		p->ep_on = !g.rx_external;
 		if ((!g.rx_external && ep_watch(um_port_fd(um), p, EPOLLIN) < 0) || start_thread() < 0) {
 			e = errno;
 			if (!g.rx_external)

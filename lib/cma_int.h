@@ -95,6 +95,7 @@ struct cma_port {
 	/* CM agent, opened lazily by cma_port_open() */
 	int opening;                /* cma_port_open runs (without g.lock) */
 	pthread_mutex_t rx_lock;    /* one receiver of um at a time; before g.lock */
+	int ep_on;                  /* um's fd is on in the progress thread's epoll set */
 	struct um_port *um;
 	struct cmp_engine *eng;
 	struct um_sa_client *sa;
@@ -296,6 +297,11 @@ struct cma_global {
 	int ep_fd;
 	int timer_fd;
 	cmp_time timer_armed; /* timer_fd's expiry, CMP_TIME_NEVER: disarmed */
+	/* The umad fds are off in the progress thread's set since a blocking
+	 * rdma_get_cm_event took them: it takes them back at this instant
+	 * unless a waiter has them again (CMP_TIME_NEVER: nothing to take
+	 * back, or a waiter has them now; cma_core.c "hand-over"). */
+	cmp_time handover_at;
 	uint64_t rng;
 	struct cmp_settings settings;
 	int sa_timeout_min_ms;
