@@ -87,6 +87,9 @@ Test(uscm_bench, small_run_table_and_csv, .fini = fini, .timeout = 300)
 	cr_expect(strstr(out, "uscm context switches per connection"), "no switch counts:\n%s", out);
 	cr_expect(strstr(out, "CPU time, both processes"), "no CPU block:\n%s", out);
 	cr_expect(strstr(out, "library CPU overhead"), "no CPU overhead line:\n%s", out);
+	/* the same serial connections without QPs: the CM and library alone */
+	cr_expect(strstr(out, "library overhead, no QPs  p50"), "no no-QP overhead line:\n%s", out);
+	cr_expect(strstr(out, "library CPU overhead, no QPs"), "no no-QP CPU line:\n%s", out);
 
 	cr_assert_eq(sh(&csv, "cat %s", f), 0);
 	static const char hdr[] =
@@ -125,6 +128,17 @@ Test(uscm_bench, small_run_table_and_csv, .fini = fini, .timeout = 300)
 		cr_expect(cl > 0 && sv > 0, "CPU per connection: client %g, server %g:\n%s", cl, sv, csv);
 		cr_expect(cl + sv > mad_cpu, "a connection (%g us) cheaper than a MAD round trip (%g us)",
 			  cl + sv, mad_cpu);
+		cl = figure(csv, "uscm-no-qp,serial,5,", "cpu_client_us");
+		sv = figure(csv, "uscm-no-qp,serial,5,", "cpu_server_us");
+		/* (5 connections against 20 round trips: too few to compare
+		 * the two without the noise of a short run deciding) */
+		cr_expect(cl > 0 && sv > 0, "CPU per connection without QPs: client %g, server %g:\n%s", cl, sv,
+			  csv);
+		p50 = -1;
+		cr_expect(row(csv, "uscm-no-qp,serial,5,", "established", &p50) && p50 > 0,
+			  "no-QP established row:\n%s", csv);
+		cr_expect(row(csv, "uscm-no-qp,serial,5,", "lib_overhead_p50_us", &p50),
+			  "no-QP overhead row:\n%s", csv);
 	}
 	/* Context switches per connection are reported for both sides of both
 	 * serial runs. A serial uscm connection cannot be made without

@@ -412,9 +412,9 @@ static int run_engine(size_t k, double *ns, double *bytes)
  * these summed plus the switches between them; on two it also holds the
  * wake-up of an idle vCPU, which makes latency bimodal on a VM. */
 static void print_cpu(FILE *cf, size_t n, double udp_cpu, double mad_cpu, const struct bench_run *us,
-		      const struct bench_run *ts, const struct bench_run *ds)
+		      const struct bench_run *ts, const struct bench_run *ds, const struct bench_run *uc)
 {
-	double u = bench_cpu_total(us), t = bench_cpu_total(ts), d = bench_cpu_total(ds);
+	double u = bench_cpu_total(us), t = bench_cpu_total(ts), d = bench_cpu_total(ds), c = bench_cpu_total(uc);
 
 	if (udp_cpu <= 0)
 		return;
@@ -434,6 +434,15 @@ static void print_cpu(FILE *cf, size_t n, double udp_cpu, double mad_cpu, const 
 			printf("  library CPU overhead      %7.1f us (connection - 1.5 MAD round trips)\n",
 			       u - 1.5 * mad_cpu);
 	}
+	if (c > 0) {
+		printf("  uscm connection, no QPs   %7.1f us  %5.2f x floor", c, c / udp_cpu);
+		if (t > 0)
+			printf(", %.2f x TCP", c / t);
+		printf(" (client %.1f, server %.1f)\n", uc->csw[BENCH_CSW_CLIENT].cpu_us,
+		       uc->csw[BENCH_CSW_SERVER].cpu_us);
+		if (mad_cpu > 0)
+			printf("  library CPU overhead, no QPs %4.1f us\n", c - 1.5 * mad_cpu);
+	}
 	if (d > 0 && mad_cpu > 0)
 		printf("  uscm through uscmd        %7.1f us  %5.2f x floor; overhead %.1f us\n", d, d / udp_cpu,
 		       d - 1.5 * mad_cpu);
@@ -444,6 +453,9 @@ static void print_cpu(FILE *cf, size_t n, double udp_cpu, double mad_cpu, const 
 		if (u > 0 && mad_cpu > 0)
 			fprintf(cf, "uscm,serial,%zu,1,lib_cpu_overhead_us,%.2f,,,,,,\n", us->n,
 				u - 1.5 * mad_cpu);
+		if (c > 0 && mad_cpu > 0)
+			fprintf(cf, "uscm-no-qp,serial,%zu,1,lib_cpu_overhead_us,%.2f,,,,,,\n", uc->n,
+				c - 1.5 * mad_cpu);
 	}
 }
 
@@ -452,10 +464,10 @@ static void print_cpu(FILE *cf, size_t n, double udp_cpu, double mad_cpu, const 
  * setup minus the 1.5 MAD round trips a connection needs (REQ, REP, RTU). */
 static void print_floor(FILE *cf, const struct bench_stat *udp, const struct bench_stat *m,
 			const struct bench_run *us, const struct bench_run *ts, const struct bench_run *ds,
-			double udp_cpu, double mad_cpu)
+			const struct bench_run *uc, double udp_cpu, double mad_cpu)
 {
 	const struct bench_stat *s = bench_step(us, "established"), *t = bench_step(ts, "established"),
-				*d = bench_step(ds, "established");
+				*d = bench_step(ds, "established"), *c = bench_step(uc, "established");
 	double f = udp->p50 > 0 ? udp->p50 : 1;
 
 	printf("against the floor (p50 %.1f us):\n", udp->p50);
@@ -476,6 +488,20 @@ static void print_floor(FILE *cf, const struct bench_stat *udp, const struct ben
 			fprintf(cf, "uscm,serial,%zu,1,lib_overhead_p99_us,%.1f,,,,,,\n", s->n, o99);
 		}
 	}
+	if (c && c->valid) {
+		double o50 = c->p50 - 1.5 * m->p50, o99 = c->p99 - 1.5 * m->p99;
+
+		printf("  uscm setup without QPs    p50 %7.1f us  %5.2f x floor", c->p50, c->p50 / f);
+		if (t && t->valid && t->p50 > 0)
+			printf(", %.2f x TCP", c->p50 / t->p50);
+		printf("\n  library overhead, no QPs  p50 %7.1f us (goal <= 15), p99 %.1f us"
+		       " (the CM and the library alone: no verbs QP work)\n", o50, o99);
+		bench_csw_print(stdout, uc);
+		if (cf) {
+			fprintf(cf, "uscm-no-qp,serial,%zu,1,lib_overhead_p50_us,%.1f,,,,,,\n", c->n, o50);
+			fprintf(cf, "uscm-no-qp,serial,%zu,1,lib_overhead_p99_us,%.1f,,,,,,\n", c->n, o99);
+		}
+	}
 	if (d && d->valid) {
 		printf("  uscm setup through uscmd  p50 %7.1f us  %5.2f x floor; overhead p50 %.1f us\n", d->p50,
 		       d->p50 / f, d->p50 - 1.5 * m->p50);
@@ -483,7 +509,7 @@ static void print_floor(FILE *cf, const struct bench_stat *udp, const struct ben
 	}
 	if (t && t->valid)
 		bench_csw_print(stdout, ts);
-	print_cpu(cf, m->n, udp_cpu, mad_cpu, us, ts, ds);
+	print_cpu(cf, m->n, udp_cpu, mad_cpu, us, ts, ds, uc);
 }
 
 static int role_main(const char *role, const struct bench_opts *o)
@@ -603,7 +629,7 @@ int main(int argc, char **argv)
 	setenv("USCM_MAX_BACKLOG", "1048576", 0);
 	setenv("USCM_MAX_PENDING", "1048576", 0);
 
-	struct bench_run u[MAX_NS], t[MAX_NS], us = { 0 }, ts = { 0 }, ds = { 0 };
+	struct bench_run u[MAX_NS], t[MAX_NS], us = { 0 }, ts = { 0 }, ds = { 0 }, uc = { 0 };
 	int fail = 0;
 	FILE *cf = NULL;
 
@@ -657,14 +683,29 @@ int main(int argc, char **argv)
 			fail |= run_pair(&ts, 1, serial, 1, 0) != 0;
 			bench_print_run(stdout, &ts);
 		}
-		const struct bench_stat *a = bench_step(&us, "established"), *b = bench_step(&ts, "established");
+		/* The same connections without QPs: the CM and the library
+		 * alone, without the verbs provider's QP work (on the sim a
+		 * socket per QP; on hardware a firmware command), which the
+		 * server's accept path holds. */
+		if (!o.no_qp) {
+			fail |= run_pair(&uc, 0, serial, 1, 1) != 0;
+			uc.what = "uscm-no-qp";
+			bench_print_run(stdout, &uc);
+		}
+		const struct bench_stat *a = bench_step(&us, "established"), *b = bench_step(&ts, "established"),
+					*nq = bench_step(&uc, "established");
 		if (a && b && b->p50 > 0)
 			printf("  setup latency p50 uscm %.1f us, TCP connect+accept %.1f us: ratio %.2f\n", a->p50,
 			       b->p50, a->p50 / b->p50);
+		if (nq && b && b->p50 > 0)
+			printf("  setup latency p50 uscm without QPs %.1f us: ratio %.2f to TCP\n", nq->p50,
+			       nq->p50 / b->p50);
 		printf("\n");
 		if (cf) {
 			bench_csv_run(cf, &us, "serial");
 			bench_csv_run(cf, &ts, "serial");
+			if (nq)
+				bench_csv_run(cf, &uc, "serial");
 		}
 	}
 	if (with_daemon) {
@@ -750,7 +791,7 @@ int main(int argc, char **argv)
 				fprintf(cf, "mad,serial,%zu,1,mad_rtt,%.1f,%.3f,%.1f,%.1f,%.1f,%.1f,\n", m.n, m.total_us,
 					m.total_us / (double)m.n, m.min, m.p50, m.p99, m.max);
 			if (have_udp)
-				print_floor(cf, &udp, &m, &us, &ts, &ds, udp_cpu, mad_cpu);
+				print_floor(cf, &udp, &m, &us, &ts, &ds, &uc, udp_cpu, mad_cpu);
 		} else {
 			fprintf(stderr, "uscm-bench: MAD round trip failed\n");
 			fail = 1;

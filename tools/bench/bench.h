@@ -85,6 +85,12 @@ void bench_csw_emit(FILE *f, int side, const struct bench_csw *a, const struct b
 void bench_cpu_emit(FILE *f, const char *role, const struct bench_csw *a, const struct bench_csw *b, size_t n);
 
 /* One measured run of N connections (uscm or TCP), as parsed back. */
+/* Round trips the UDP and MAD ping-pongs make before they measure, and the
+ * echoes answer uncounted: the first ones pay for lazy binding, cold
+ * caches and the sim's first routing lookups, which in a short run (the
+ * tests' 20) made a round trip's CPU time look ten times what it is. */
+#define BENCH_WARMUP 16
+
 #define BENCH_MAX_STEPS 12
 struct bench_run {
 	const char *what; /* "uscm" / "tcp" */

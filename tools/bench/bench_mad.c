@@ -64,7 +64,9 @@ int bench_mad_echo(const struct bench_opts *o)
 	printf("ready\n");
 	fflush(stdout);
 	bench_csw_self(&c0);
-	for (size_t i = 0; !o->n || i < o->n; i++) {
+	for (size_t i = 0; !o->n || i < o->n + BENCH_WARMUP; i++) {
+		if (i == BENCH_WARMUP)
+			bench_csw_self(&c0);
 		len = sizeof(b.mad);
 		if (umad_recv(fd, &b, &len, 60000) != ag) {
 			fprintf(stderr, "mad-echo: recv: %s\n", strerror(errno));
@@ -95,8 +97,11 @@ int bench_mad_ping(const struct bench_opts *o)
 		return 1;
 	}
 	struct bench_csw c0, c1;
-	bench_csw_self(&c0);
-	for (size_t i = 0; i < o->n; i++) {
+	for (size_t i = 0; i < o->n + BENCH_WARMUP; i++) {
+		if (i == BENCH_WARMUP) {
+			bench_csw_self(&c0);
+			t0 = bench_now_us();
+		}
 		double t = bench_now_us();
 		mad_init(&b, 0x5553434d00000000ull | i);
 		umad_set_addr(&b, o->port /* the peer's LID */, 1, 0, (int)QP1_QKEY);
@@ -109,7 +114,8 @@ int bench_mad_ping(const struct bench_opts *o)
 			fprintf(stderr, "mad-ping: no answer to MAD %zu: %s\n", i, strerror(errno));
 			return 1;
 		}
-		lat.v[i] = bench_now_us() - t;
+		if (i >= BENCH_WARMUP)
+			lat.v[i - BENCH_WARMUP] = bench_now_us() - t;
 	}
 	bench_csw_self(&c1);
 	bench_stat_of(&s, "mad_rtt", &lat, bench_now_us() - t0);

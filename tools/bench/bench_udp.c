@@ -50,7 +50,9 @@ int bench_udp_echo(const struct bench_opts *o)
 	printf("port %d\n", ntohs(a.sin_port));
 	fflush(stdout);
 	bench_csw_self(&c0);
-	for (size_t i = 0; !o->n || i < o->n; i++) {
+	for (size_t i = 0; !o->n || i < o->n + BENCH_WARMUP; i++) {
+		if (i == BENCH_WARMUP)
+			bench_csw_self(&c0);
 		socklen_t fl = sizeof(from);
 		ssize_t k = recvfrom(fd, b, sizeof(b), 0, (struct sockaddr *)&from, &fl);
 
@@ -87,8 +89,11 @@ int bench_udp_ping(const struct bench_opts *o)
 	struct bench_csw c0, c1;
 
 	memset(b, 0x5a, sizeof(b));
-	bench_csw_self(&c0);
-	for (size_t i = 0; i < o->n; i++) {
+	for (size_t i = 0; i < o->n + BENCH_WARMUP; i++) {
+		if (i == BENCH_WARMUP) {
+			bench_csw_self(&c0);
+			t0 = bench_now_us();
+		}
 		double t = bench_now_us();
 
 		memcpy(b, &i, sizeof(i));
@@ -97,7 +102,8 @@ int bench_udp_ping(const struct bench_opts *o)
 			fprintf(stderr, "udp-ping: round trip %zu: %s\n", i, strerror(errno));
 			return 1;
 		}
-		lat.v[i] = bench_now_us() - t;
+		if (i >= BENCH_WARMUP)
+			lat.v[i - BENCH_WARMUP] = bench_now_us() - t;
 	}
 	bench_csw_self(&c1);
 	bench_stat_of(&s, "udp_rtt", &lat, bench_now_us() - t0);
