@@ -349,6 +349,7 @@ int main(int argc, char **argv)
 		if (usd.verbose)
 			fprintf(stderr, "uscmd: CM agents open on %d of %d ports\n", opened, ports);
 	}
+	cma_chan_quiet_thread();
 	lfd = listen_socket(socket_path(sock));
 	if (lfd < 0)
 		return 1;
@@ -378,6 +379,13 @@ int main(int argc, char **argv)
 		struct epoll_event evs[64];
 		int pending = 0, n;
 
+		/* the events this thread queued (a MAD received, a request
+		 * served, a client dropped: cma_chan_quiet_thread) make no fd
+		 * readable: forwarded before it sleeps, until none is left */
+		while (cma_chan_quiet_take())
+			for (struct usd_client *cl = usd.clients; cl; cl = cl->next)
+				if (!cl->dead && cma_chan_pending(cl->ec))
+					usd_client_events(cl);
 		for (struct usd_client *cl = usd.clients; cl; cl = cl->next)
 			pending |= cl->qhead != NULL;
 		n = epoll_wait(ep, evs, 64, pending ? 5 : -1);
@@ -387,9 +395,6 @@ int main(int argc, char **argv)
 
 			if (tag == TAG_RX) {
 				cma_rx_fd((int)(evs[i].data.u64 >> 2));
-				for (struct usd_client *c2 = usd.clients; c2; c2 = c2->next)
-					if (!c2->dead && cma_chan_pending(c2->ec))
-						usd_client_events(c2);
 			} else if (tag == TAG_LISTEN) {
 				int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 

@@ -404,6 +404,14 @@ int cma_rx_fds(int *fds, int max);
 /* 1 when the channel has an event queued (no syscall). */
 int cma_chan_pending(struct rdma_event_channel *channel);
 void cma_rx_fd(int fd);
+/* The calling thread (uscmd's main loop) looks at its channels' queues
+ * itself after every batch of work: an event it queues does not make the
+ * channel's fd readable (no eventfd write, and no read to drain it when
+ * taken; events queued by other threads — the progress thread's timers —
+ * still do). cma_chan_quiet_take: how many it queued that way since the
+ * last call (0: no queue to look at). */
+void cma_chan_quiet_thread(void);
+unsigned cma_chan_quiet_take(void);
 /* rdma_accept's parameter checks and its lowering of responder resources /
  * initiator depth, without the REP: uscmd computes the QP attributes the
  * client needs before it accepts. 0 or -1/errno. */
