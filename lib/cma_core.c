@@ -385,13 +385,13 @@ void cma_port_flush(struct cma_port *p)
  * after rx_lock is released (cma_tx takes rx_lock for port-info changes).
  * 1 when a MAD came.
  */
-static int port_rx(struct cma_port *p)
+static int port_rx(struct cma_port *p, struct cma_chan *until)
 {
 	struct um_rx rx;
-	int got = 0;
+	int got = 0, stop = 0;
 
 	pthread_mutex_lock(&p->rx_lock);
-	while (um_port_recv(p->um, &rx) == 1) {
+	while (!stop && um_port_recv(p->um, &rx) == 1) {
 		got = 1;
 		pthread_mutex_lock(&g.lock);
 		if (rx.agent == UM_AGENT_CM) {
@@ -401,6 +401,11 @@ static int port_rx(struct cma_port *p)
 			um_sa_client_handle(p->sa, &rx);
 		}
 		cma_port_flush(p);
+		/* a waiter stops at the MAD that made its event: the next one
+		 * (if any) keeps the fd readable for its next poll or, after
+		 * the hand-over, the progress thread's — not a receive that
+		 * finds nothing (a system call per wait, issue 15) */
+		stop = until && until->head;
 		pthread_mutex_unlock(&g.lock);
 	}
 	pthread_mutex_unlock(&p->rx_lock);
@@ -458,7 +463,7 @@ void cma_rx_fd(int fd)
 	pthread_mutex_unlock(&g.lock);
 	if (!p)
 		return;
-	port_rx(p);
+	port_rx(p, NULL);
 	pthread_mutex_lock(&g.lock);
 	cma_kick_timers();
 	cma_unlock();
@@ -551,7 +556,7 @@ static int cma_wait_event(struct cma_chan *c)
 	perr = errno;
 	for (int k = 1; k < n && prc > 0; k++)
 		if (fds[k].revents & (POLLIN | POLLERR))
-			got |= port_rx(who[k]);
+			got |= port_rx(who[k], c);
 	pthread_mutex_lock(&g.lock);
 	nwaiting--;
 	if (mine) {
@@ -607,7 +612,7 @@ static void *progress_main(void *arg)
 		/* receive first, without g.lock: port_rx takes it per MAD */
 		for (int i = 0; i < n; i++)
 			if (evs[i].data.ptr != &g.wake_fd && evs[i].data.ptr != &g.timer_fd)
-				port_rx(evs[i].data.ptr);
+				port_rx(evs[i].data.ptr, NULL);
 		pthread_mutex_lock(&g.lock);
 		for (int i = 0; i < n; i++) {
 			uint64_t v;
