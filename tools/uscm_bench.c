@@ -459,6 +459,30 @@ static void print_cpu(FILE *cf, size_t n, double udp_cpu, double mad_cpu, const 
 	}
 }
 
+/* One serial run's setup p50 against the floor and TCP, and the library's
+ * overhead (setup - 1.5 MAD round trips) at p50 and p99, with its CSV rows
+ * (impl: "uscm", or "uscm-no-qp" for the run without QPs). */
+static void print_setup(FILE *cf, const char *label, const char *olabel, const char *impl,
+			const struct bench_stat *s, const struct bench_stat *m, const struct bench_stat *t, double f,
+			const struct bench_run *r, const char *tcp_goal, const char *note)
+{
+	double o50, o99;
+
+	if (!s || !s->valid)
+		return;
+	o50 = s->p50 - 1.5 * m->p50;
+	o99 = s->p99 - 1.5 * m->p99;
+	printf("  %s p50 %7.1f us  %5.2f x floor", label, s->p50, s->p50 / f);
+	if (t && t->valid && t->p50 > 0)
+		printf(", %.2f x TCP%s", s->p50 / t->p50, tcp_goal);
+	printf("\n  %s p50 %7.1f us (goal <= 15), p99 %.1f us%s\n", olabel, o50, o99, note);
+	bench_csw_print(stdout, r);
+	if (cf) {
+		fprintf(cf, "%s,serial,%zu,1,lib_overhead_p50_us,%.1f,,,,,,\n", impl, s->n, o50);
+		fprintf(cf, "%s,serial,%zu,1,lib_overhead_p99_us,%.1f,,,,,,\n", impl, s->n, o99);
+	}
+}
+
 /* The same run's figures against the floor (issue 15's goals): the MAD
  * round trip, TCP, uscm's setup latency, and the library's own overhead:
  * setup minus the 1.5 MAD round trips a connection needs (REQ, REP, RTU). */
@@ -474,34 +498,10 @@ static void print_floor(FILE *cf, const struct bench_stat *udp, const struct ben
 	printf("  sim MAD round trip        p50 %7.1f us  %5.2f x floor (goal <= 1.3)\n", m->p50, m->p50 / f);
 	if (t && t->valid)
 		printf("  TCP connect+accept        p50 %7.1f us  %5.2f x floor\n", t->p50, t->p50 / f);
-	if (s && s->valid) {
-		double o50 = s->p50 - 1.5 * m->p50, o99 = s->p99 - 1.5 * m->p99;
-
-		printf("  uscm setup (serial)       p50 %7.1f us  %5.2f x floor", s->p50, s->p50 / f);
-		if (t && t->valid && t->p50 > 0)
-			printf(", %.2f x TCP (goal <= 1.5)", s->p50 / t->p50);
-		printf("\n  library overhead          p50 %7.1f us (goal <= 15), p99 %.1f us"
-		       " (setup - 1.5 MAD round trips)\n", o50, o99);
-		bench_csw_print(stdout, us);
-		if (cf) {
-			fprintf(cf, "uscm,serial,%zu,1,lib_overhead_p50_us,%.1f,,,,,,\n", s->n, o50);
-			fprintf(cf, "uscm,serial,%zu,1,lib_overhead_p99_us,%.1f,,,,,,\n", s->n, o99);
-		}
-	}
-	if (c && c->valid) {
-		double o50 = c->p50 - 1.5 * m->p50, o99 = c->p99 - 1.5 * m->p99;
-
-		printf("  uscm setup without QPs    p50 %7.1f us  %5.2f x floor", c->p50, c->p50 / f);
-		if (t && t->valid && t->p50 > 0)
-			printf(", %.2f x TCP", c->p50 / t->p50);
-		printf("\n  library overhead, no QPs  p50 %7.1f us (goal <= 15), p99 %.1f us"
-		       " (the CM and the library alone: no verbs QP work)\n", o50, o99);
-		bench_csw_print(stdout, uc);
-		if (cf) {
-			fprintf(cf, "uscm-no-qp,serial,%zu,1,lib_overhead_p50_us,%.1f,,,,,,\n", c->n, o50);
-			fprintf(cf, "uscm-no-qp,serial,%zu,1,lib_overhead_p99_us,%.1f,,,,,,\n", c->n, o99);
-		}
-	}
+	print_setup(cf, "uscm setup (serial)      ", "library overhead         ", "uscm", s, m, t, f, us,
+		    " (goal <= 1.5)", " (setup - 1.5 MAD round trips)");
+	print_setup(cf, "uscm setup without QPs   ", "library overhead, no QPs ", "uscm-no-qp", c, m, t, f, uc, "",
+		    " (the CM and the library alone: no verbs QP work)");
 	if (d && d->valid) {
 		printf("  uscm setup through uscmd  p50 %7.1f us  %5.2f x floor; overhead p50 %.1f us\n", d->p50,
 		       d->p50 / f, d->p50 - 1.5 * m->p50);

@@ -551,6 +551,16 @@ static inline int lt_wait_cq(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
 	return n;
 }
 
+/* An RC QP's init attributes for rdma_create_qp with the id's own CQs:
+ * 4 WRs and 1 SGE each way. */
+static inline void lt_rc_qp_attr(struct ibv_qp_init_attr *qa)
+{
+	memset(qa, 0, sizeof(*qa));
+	qa->qp_type = IBV_QPT_RC;
+	qa->cap.max_send_wr = qa->cap.max_recv_wr = 4;
+	qa->cap.max_send_sge = qa->cap.max_recv_sge = 1;
+}
+
 static inline struct sockaddr_in lt_sin(const char *ip, uint16_t port)
 {
 	struct sockaddr_in s;

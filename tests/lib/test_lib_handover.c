@@ -21,14 +21,6 @@
 
 TestSuite(handover, .init = lt_init_ib, .fini = lt_fini, .timeout = 60);
 
-static void qp_attr(struct ibv_qp_init_attr *qa)
-{
-	memset(qa, 0, sizeof(*qa));
-	qa->qp_type = IBV_QPT_RC;
-	qa->cap.max_send_wr = qa->cap.max_recv_wr = 4;
-	qa->cap.max_send_sge = qa->cap.max_recv_sge = 1;
-}
-
 static void conn_param(struct rdma_conn_param *cp)
 {
 	memset(cp, 0, sizeof(*cp));
@@ -50,7 +42,7 @@ static void client(int mode, struct lt_pipes *p)
 	(void)mode;
 	unsetenv("USCM_WAIT_HANDOVER_US"); /* the test's, not the peer's */
 	lt_node(2);
-	qp_attr(&qa);
+	lt_rc_qp_attr(&qa);
 	conn_param(&cp);
 	LT_CK((ch = rdma_create_event_channel()));
 	LT_CK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
@@ -106,7 +98,7 @@ static uint64_t accept_then_poll(void)
 	cr_assert_eq(ev->event, RDMA_CM_EVENT_CONNECT_REQUEST, "got %s", rdma_event_str(ev->event));
 	cid = ev->id;
 	rdma_ack_cm_event(ev);
-	qp_attr(&qa);
+	lt_rc_qp_attr(&qa);
 	conn_param(&cp);
 	cr_assert_eq(rdma_create_qp(cid, NULL, &qa), 0);
 	cr_assert_eq(rdma_accept(cid, &cp), 0);

@@ -19,14 +19,6 @@
 
 TestSuite(qpmove, .init = lt_init_ib, .fini = lt_fini, .timeout = 60);
 
-static void qp_attr(struct ibv_qp_init_attr *qa)
-{
-	memset(qa, 0, sizeof(*qa));
-	qa->qp_type = IBV_QPT_RC;
-	qa->cap.max_send_wr = qa->cap.max_recv_wr = 4;
-	qa->cap.max_send_sge = qa->cap.max_recv_sge = 1;
-}
-
 static enum ibv_qp_state qp_state(struct ibv_qp *qp)
 {
 	struct ibv_qp_attr a;
@@ -53,7 +45,7 @@ static void peer(int mode, struct lt_pipes *p)
 
 	unsetenv("USCM_SIM_MODIFY_QP_DELAY_MS"); /* the test's, not the peer's */
 	lt_node(2);
-	qp_attr(&qa);
+	lt_rc_qp_attr(&qa);
 	memset(&cp, 0, sizeof(cp));
 	cp.responder_resources = cp.initiator_depth = 1;
 	cp.retry_count = cp.rnr_retry_count = 7;
@@ -138,7 +130,7 @@ Test(qpmove, accept_leaves_other_ids_and_the_progress_thread_free)
 	ev = lt_expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 5000);
 	acc.id = ev->id;
 	rdma_ack_cm_event(ev);
-	qp_attr(&qa);
+	lt_rc_qp_attr(&qa);
 	cr_assert_eq(rdma_create_qp(acc.id, NULL, &qa), 0, "%s", strerror(errno));
 
 	t0 = lt_now_ms();
@@ -201,7 +193,7 @@ static pid_t connect_until_rtr(struct rdma_event_channel **ch, struct rdma_cm_id
 	rdma_ack_cm_event(lt_expect(*ch, RDMA_CM_EVENT_ADDR_RESOLVED, 3000));
 	cr_assert_eq(rdma_resolve_route(*id, 2000), 0);
 	rdma_ack_cm_event(lt_expect(*ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 3000));
-	qp_attr(&qa);
+	lt_rc_qp_attr(&qa);
 	cr_assert_eq(rdma_create_qp(*id, NULL, &qa), 0);
 	memset(&cp, 0, sizeof(cp));
 	cp.responder_resources = cp.initiator_depth = 1;
