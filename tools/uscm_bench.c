@@ -411,6 +411,22 @@ static int run_engine(size_t k, double *ns, double *bytes)
  * whatever the scheduler does with it. On one vCPU (taskset) latency is
  * these summed plus the switches between them; on two it also holds the
  * wake-up of an idle vCPU, which makes latency bimodal on a VM. */
+/* One serial run's CPU per connection (both processes) against the floor
+ * and TCP's, and the library's CPU overhead (connection - 1.5 MAD round
+ * trips' CPU). */
+static void print_conn_cpu(const char *label, const char *olabel, const struct bench_run *r, double u, double t,
+			   double udp_cpu, double mad_cpu, const char *note)
+{
+	if (u <= 0)
+		return;
+	printf("  %s %7.1f us  %5.2f x floor", label, u, u / udp_cpu);
+	if (t > 0)
+		printf(", %.2f x TCP", u / t);
+	printf(" (client %.1f, server %.1f)\n", r->csw[BENCH_CSW_CLIENT].cpu_us, r->csw[BENCH_CSW_SERVER].cpu_us);
+	if (mad_cpu > 0)
+		printf("  %s %4.1f us%s\n", olabel, u - 1.5 * mad_cpu, note);
+}
+
 static void print_cpu(FILE *cf, size_t n, double udp_cpu, double mad_cpu, const struct bench_run *us,
 		      const struct bench_run *ts, const struct bench_run *ds, const struct bench_run *uc)
 {
@@ -424,25 +440,10 @@ static void print_cpu(FILE *cf, size_t n, double udp_cpu, double mad_cpu, const 
 		printf("  sim MAD round trip        %7.1f us  %5.2f x floor\n", mad_cpu, mad_cpu / udp_cpu);
 	if (t > 0)
 		printf("  TCP connect+accept        %7.1f us  %5.2f x floor\n", t, t / udp_cpu);
-	if (u > 0) {
-		printf("  uscm connection           %7.1f us  %5.2f x floor", u, u / udp_cpu);
-		if (t > 0)
-			printf(", %.2f x TCP", u / t);
-		printf(" (client %.1f, server %.1f)\n", us->csw[BENCH_CSW_CLIENT].cpu_us,
-		       us->csw[BENCH_CSW_SERVER].cpu_us);
-		if (mad_cpu > 0)
-			printf("  library CPU overhead      %7.1f us (connection - 1.5 MAD round trips)\n",
-			       u - 1.5 * mad_cpu);
-	}
-	if (c > 0) {
-		printf("  uscm connection, no QPs   %7.1f us  %5.2f x floor", c, c / udp_cpu);
-		if (t > 0)
-			printf(", %.2f x TCP", c / t);
-		printf(" (client %.1f, server %.1f)\n", uc->csw[BENCH_CSW_CLIENT].cpu_us,
-		       uc->csw[BENCH_CSW_SERVER].cpu_us);
-		if (mad_cpu > 0)
-			printf("  library CPU overhead, no QPs %4.1f us\n", c - 1.5 * mad_cpu);
-	}
+	print_conn_cpu("uscm connection          ", "library CPU overhead        ", us, u, t, udp_cpu, mad_cpu,
+		       " (connection - 1.5 MAD round trips)");
+	print_conn_cpu("uscm connection, no QPs  ", "library CPU overhead, no QPs", uc, c, t, udp_cpu, mad_cpu,
+		       "");
 	if (d > 0 && mad_cpu > 0)
 		printf("  uscm through uscmd        %7.1f us  %5.2f x floor; overhead %.1f us\n", d, d / udp_cpu,
 		       d - 1.5 * mad_cpu);

@@ -585,4 +585,15 @@ static inline struct rdma_cm_event *lt_child_wait(struct rdma_event_channel *ch,
 	return ev;
 }
 
+/* In a child: resolves id's address (to dst) and route, 2 s each, and acks
+ * both events. */
+static inline void lt_child_resolve(struct rdma_event_channel *ch, struct rdma_cm_id *id,
+				    const struct sockaddr_in *dst)
+{
+	LT_CK(rdma_resolve_addr(id, NULL, (struct sockaddr *)dst, 2000) == 0);
+	rdma_ack_cm_event(lt_child_wait(ch, RDMA_CM_EVENT_ADDR_RESOLVED));
+	LT_CK(rdma_resolve_route(id, 2000) == 0);
+	rdma_ack_cm_event(lt_child_wait(ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
+}
+
 #endif

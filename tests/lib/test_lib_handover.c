@@ -48,10 +48,7 @@ static void client(int mode, struct lt_pipes *p)
 	LT_CK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
 	LT_CK(write(p->ready[1], "r", 1) == 1);
 	LT_CK(read(p->go[0], &c, 1) == 1); /* the test listens */
-	LT_CK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&a, 2000) == 0);
-	rdma_ack_cm_event(lt_child_wait(ch, RDMA_CM_EVENT_ADDR_RESOLVED));
-	LT_CK(rdma_resolve_route(id, 2000) == 0);
-	rdma_ack_cm_event(lt_child_wait(ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
+	lt_child_resolve(ch, id, &a);
 	LT_CK(rdma_create_qp(id, NULL, &qa) == 0);
 	LT_CK(rdma_connect(id, &cp) == 0);
 	rdma_ack_cm_event(lt_child_wait(ch, RDMA_CM_EVENT_ESTABLISHED));

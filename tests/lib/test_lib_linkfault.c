@@ -384,10 +384,7 @@ static pid_t client_child(int node, const char *ip, int go[2])
 		lt_node(node);
 		LT_CK((ch = rdma_create_event_channel()));
 		LT_CK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
-		LT_CK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0);
-		rdma_ack_cm_event(lt_child_wait(ch, RDMA_CM_EVENT_ADDR_RESOLVED));
-		LT_CK(rdma_resolve_route(id, 2000) == 0);
-		rdma_ack_cm_event(lt_child_wait(ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
+		lt_child_resolve(ch, id, &dst);
 		memset(&qa, 0, sizeof(qa));
 		qa.cap.max_send_wr = qa.cap.max_recv_wr = 2;
 		qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;

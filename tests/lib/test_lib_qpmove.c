@@ -65,10 +65,7 @@ static void peer(int mode, struct lt_pipes *p)
 		a = lt_sin("127.10.0.1", PORT);
 		LT_CK(write(p->ready[1], "r", 1) == 1);
 		LT_CK(read(p->go[0], &c, 1) == 1); /* the test listens */
-		LT_CK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&a, 2000) == 0);
-		rdma_ack_cm_event(lt_child_wait(ch, RDMA_CM_EVENT_ADDR_RESOLVED));
-		LT_CK(rdma_resolve_route(id, 2000) == 0);
-		rdma_ack_cm_event(lt_child_wait(ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
+		lt_child_resolve(ch, id, &a);
 		LT_CK(rdma_create_qp(id, NULL, &qa) == 0);
 		LT_CK(rdma_connect(id, &cp) == 0);
 		cid = id;

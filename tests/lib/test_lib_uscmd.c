@@ -381,10 +381,7 @@ static void step_child(int at, struct lt_pipes *p)
 		LT_CK(write(p->ready[1], &c, 1) == 1);
 		pause();
 	}
-	LT_CK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0);
-	rdma_ack_cm_event(lt_child_wait(ch, RDMA_CM_EVENT_ADDR_RESOLVED));
-	LT_CK(rdma_resolve_route(id, 2000) == 0);
-	rdma_ack_cm_event(lt_child_wait(ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
+	lt_child_resolve(ch, id, &dst);
 	memset(&cp, 0, sizeof(cp));
 	cp.responder_resources = 1;
 	cp.initiator_depth = 1;
@@ -943,10 +940,7 @@ static void route_child(int port, struct lt_pipes *p)
 	ch = rdma_create_event_channel();
 	LT_CK(ch);
 	LT_CK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
-	LT_CK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0);
-	rdma_ack_cm_event(lt_child_wait(ch, RDMA_CM_EVENT_ADDR_RESOLVED));
-	LT_CK(rdma_resolve_route(id, 2000) == 0);
-	rdma_ack_cm_event(lt_child_wait(ch, RDMA_CM_EVENT_ROUTE_RESOLVED));
+	lt_child_resolve(ch, id, &dst);
 	LT_CK(id->route.num_paths == 1);
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);
