@@ -87,28 +87,28 @@ static int node_lid(int n)
 	return lid;
 }
 
-static unsigned pkey_violations(int n)
+/* The P_Key violations `uscm-sim status` shows for a node ("node", n) or
+ * a switch ("sw", k). */
+static unsigned violations_of(const char *kind, int n)
 {
 	char *out = NULL;
 	unsigned v;
 
-	lt_sh(&out, "%s/uscm-sim status | awk '$1 == \"node%d\" && /P_Key violations/ {print $NF}'",
-	      lt_bin(), n);
+	lt_sh(&out, "%s/uscm-sim status | awk '$1 == \"%s%d\" && /P_Key violations/ {print $NF}'",
+	      lt_bin(), kind, n);
 	v = (unsigned)atoi(out ? out : "0");
 	free(out);
 	return v;
 }
 
+static unsigned pkey_violations(int n)
+{
+	return violations_of("node", n);
+}
+
 static unsigned pkey_violations_sw(int k)
 {
-	char *out = NULL;
-	unsigned v;
-
-	lt_sh(&out, "%s/uscm-sim status | awk '$1 == \"sw%d\" && /P_Key violations/ {print $NF}'",
-	      lt_bin(), k);
-	v = (unsigned)atoi(out ? out : "0");
-	free(out);
-	return v;
+	return violations_of("sw", k);
 }
 
 static struct rdma_cm_id *addr_resolved(struct rdma_event_channel *ch, const char *ip)

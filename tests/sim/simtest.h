@@ -164,6 +164,44 @@ static inline void st_scratch_close(struct st_scratch *s)
 	s->dir = NULL;
 }
 
+/* chain:2,2 as the LID-routing tests use it: node1,2 on sw1 (node5) ports
+ * 1,2; node3,4 on sw2 (node6) ports 1,2; sw1 port 4 - sw2 port 3. CA LIDs
+ * 11..14, the switches' port 0 LIDs 15, 16 (simf_set_lid is for CAs). */
+static inline void st_chain22_lids(struct simf *f)
+{
+	for (int i = 1; i <= 4; i++)
+		cr_assert_eq(simf_set_lid(f, i, (uint16_t)(10 + i)), 0, "%s", strerror(errno));
+	f->st->nodes[5].lid = 15;
+	f->st->lft[15] = 6;
+	f->st->nodes[6].lid = 16;
+	f->st->lft[16] = 7;
+}
+
+/* Its LFTs, as an SM would program them: every LID reachable. */
+static inline void st_chain22_lfts(struct simf *f)
+{
+	struct simf_switch *s1 = &f->st->sw[0], *s2 = &f->st->sw[1];
+
+	s1->lft[11] = 1; s1->lft[12] = 2; s1->lft[13] = 4; s1->lft[14] = 4; s1->lft[15] = 0; s1->lft[16] = 4;
+	s2->lft[11] = 3; s2->lft[12] = 3; s2->lft[13] = 1; s2->lft[14] = 2; s2->lft[15] = 3; s2->lft[16] = 0;
+	s1->lft_top = s2->lft_top = 16;
+}
+
+/* A chain:2,2 fabric in scratch s (topology into *t), LIDs and LFTs set. */
+static inline struct simf *st_chain22(struct st_scratch *s, struct simf_topo *t)
+{
+	char err[256];
+	struct simf *f;
+
+	cr_assert_eq(simf_topo_generate("chain:2,2", t, err, sizeof(err)), 0, "%s", err);
+	f = simf_create(s->dir, SIMF_LINK_IB, t->ncas, s->inst, 1, NULL);
+	cr_assert(f, "simf_create: %s", strerror(errno));
+	cr_assert_eq(simf_topo_apply(f, t, err, sizeof(err)), 0, "%s", err);
+	st_chain22_lids(f);
+	st_chain22_lfts(f);
+	return f;
+}
+
 /* Defines VAR (a struct st_scratch) and the Criterion suite SUITE around it;
  * the optional statements run after the scratch is removed. */
 #define ST_SCRATCH_SUITE(suite, var, ...)                                        \

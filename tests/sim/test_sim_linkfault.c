@@ -14,22 +14,7 @@ ST_SCRATCH_SUITE(linkfault, g_scr);
 
 static struct simf *mk_chain(void)
 {
-	char err[256];
-	struct simf *f;
-	struct simf_switch *s1, *s2;
-
-	cr_assert_eq(simf_topo_generate("chain:2,2", &g_t, err, sizeof(err)), 0, "%s", err);
-	f = simf_create(g_scr.dir, SIMF_LINK_IB, g_t.ncas, g_scr.inst, 1, NULL);
-	cr_assert(f, "simf_create: %s", strerror(errno));
-	cr_assert_eq(simf_topo_apply(f, &g_t, err, sizeof(err)), 0, "%s", err);
-	for (int i = 1; i <= 4; i++)
-		cr_assert_eq(simf_set_lid(f, i, (uint16_t)(10 + i)), 0, "%s", strerror(errno));
-	s1 = &f->st->sw[0];
-	s2 = &f->st->sw[1];
-	s1->lft[11] = 1; s1->lft[12] = 2; s1->lft[13] = 4; s1->lft[14] = 4;
-	s2->lft[11] = 3; s2->lft[12] = 3; s2->lft[13] = 1; s2->lft[14] = 2;
-	s1->lft_top = s2->lft_top = 14;
-	return f;
+	return st_chain22(&g_scr, &g_t);
 }
 
 static void rule(struct simf *f, const char *spec)

@@ -41,31 +41,12 @@ Test(pkey, table_index_and_counter)
 	simf_detach(f);
 }
 
-/* chain:2,2: node1,2 on sw1 (node5) ports 1,2; node3,4 on sw2 (node6)
- * ports 1,2; sw1 port 4 - sw2 port 3. LIDs 11..14, switches 15, 16. */
+/* chain:2,2 with LIDs and LFTs (st_chain22) */
 static struct simf *chain(void)
 {
 	static struct simf_topo t;
-	char err[256];
-	struct simf *f;
-	struct simf_switch *s1, *s2;
 
-	cr_assert_eq(simf_topo_generate("chain:2,2", &t, err, sizeof(err)), 0, "%s", err);
-	f = simf_create(g_scr.dir, SIMF_LINK_IB, t.ncas, g_scr.inst, 1, NULL);
-	cr_assert(f, "simf_create: %s", strerror(errno));
-	cr_assert_eq(simf_topo_apply(f, &t, err, sizeof(err)), 0, "%s", err);
-	for (int i = 1; i <= 4; i++)
-		cr_assert_eq(simf_set_lid(f, i, (uint16_t)(10 + i)), 0, "%s", strerror(errno));
-	f->st->nodes[5].lid = 15;
-	f->st->lft[15] = 6;
-	f->st->nodes[6].lid = 16;
-	f->st->lft[16] = 7;
-	s1 = &f->st->sw[0];
-	s2 = &f->st->sw[1];
-	s1->lft[11] = 1; s1->lft[12] = 2; s1->lft[13] = 4; s1->lft[14] = 4; s1->lft[15] = 0; s1->lft[16] = 4;
-	s2->lft[11] = 3; s2->lft[12] = 3; s2->lft[13] = 1; s2->lft[14] = 2; s2->lft[15] = 3; s2->lft[16] = 0;
-	s1->lft_top = s2->lft_top = 16;
-	return f;
+	return st_chain22(&g_scr, &t);
 }
 
 Test(pkey, switch_ports_enforce_partitions)

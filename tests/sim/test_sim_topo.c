@@ -99,19 +99,6 @@ Test(topo, generators)
 	cr_expect_neq(simf_topo_generate("ring:3", &g_t, err, sizeof(err)), 0);
 }
 
-/* chain:2,2: node1,2 on sw1 (node5) ports 1,2; node3,4 on sw2 (node6)
- * ports 1,2; sw1 port 4 - sw2 port 3. */
-static void set_lids(struct simf *f)
-{
-	for (int i = 1; i <= 4; i++)
-		cr_assert_eq(simf_set_lid(f, i, (uint16_t)(10 + i)), 0, "%s", strerror(errno));
-	/* switches: simf_set_lid is for CAs; write their port 0 LIDs */
-	f->st->nodes[5].lid = 15;
-	f->st->lft[15] = 6;
-	f->st->nodes[6].lid = 16;
-	f->st->lft[16] = 7;
-}
-
 Test(topo, lid_routing_by_lft)
 {
 	struct simf *f = mk_topo("chain:2,2");
@@ -122,13 +109,11 @@ Test(topo, lid_routing_by_lft)
 	cr_assert_eq(f->st->nodes[5].type, SIMF_NODE_SWITCH);
 	cr_assert_str_eq(f->st->nodes[5].name, "sw1");
 	cr_assert_eq(simf_node_by_name(f, "sw2"), 6);
-	set_lids(f);
+	st_chain22_lids(f);
 	/* empty LFTs: nothing gets across a switch, not even to a neighbour */
 	cr_expect_eq(simf_route_lid(f, 1, 12, NULL), -1);
 	/* program them as an SM would */
-	s1->lft[11] = 1; s1->lft[12] = 2; s1->lft[13] = 4; s1->lft[14] = 4; s1->lft[15] = 0; s1->lft[16] = 4;
-	s2->lft[11] = 3; s2->lft[12] = 3; s2->lft[13] = 1; s2->lft[14] = 2; s2->lft[15] = 3; s2->lft[16] = 0;
-	s1->lft_top = s2->lft_top = 16;
+	st_chain22_lfts(f);
 	cr_expect_eq(simf_route_lid(f, 1, 12, &in), 2);
 	cr_expect_eq(in, 1);
 	cr_expect_eq(simf_route_lid(f, 1, 14, NULL), 4);
@@ -199,7 +184,7 @@ Test(topo, directed_route_hop_by_hop)
 	dr(smp, 1, (const uint8_t[]){ 0, 4 });
 	cr_expect_eq(simf_route_dr(f, 5, smp, &in, NULL), 6);
 	/* the last part by LID (DrDLID): from sw2 to node3 */
-	set_lids(f);
+	st_chain22_lids(f);
 	f->st->sw[1].lft[13] = 1;
 	f->st->sw[1].lft_top = 16;
 	dr(smp, 2, (const uint8_t[]){ 0, 1, 4 });
