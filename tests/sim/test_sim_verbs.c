@@ -1311,7 +1311,10 @@ static void pkey_b(int fd, void *arg)
 	ep_close(&e1);
 }
 
-Test(sim_verbs, ud_pkey_check, .fini = fabric_stop, .timeout = 60)
+/* An IB fabric whose node1 holds n1 at P_Key index 1 and node2 n2a, n2b
+ * at indexes 1 and 2; pkey_a on node1 sends to pkey_b on node2 with *key
+ * (NULL: 0x8001). The fabric, for the counters. */
+static struct simf *pkey_pair(uint16_t n1, uint16_t n2a, uint16_t n2b, const uint16_t *key)
 {
 	struct simf *f;
 
@@ -1319,11 +1322,18 @@ Test(sim_verbs, ud_pkey_check, .fini = fabric_stop, .timeout = 60)
 	f = simf_attach_node(g_dir, -1);
 	cr_assert_not_null(f);
 	simf_lock(f);
-	f->st->nodes[1].pkeys[1] = 0x8001;
-	f->st->nodes[2].pkeys[1] = 0x0001;
-	f->st->nodes[2].pkeys[2] = 0x8002;
+	f->st->nodes[1].pkeys[1] = n1;
+	f->st->nodes[2].pkeys[1] = n2a;
+	f->st->nodes[2].pkeys[2] = n2b;
 	simf_unlock(f);
-	run_pair(pkey_a, pkey_b, NULL, 20000);
+	run_pair(pkey_a, pkey_b, (void *)key, 20000);
+	return f;
+}
+
+Test(sim_verbs, ud_pkey_check, .fini = fabric_stop, .timeout = 60)
+{
+	struct simf *f = pkey_pair(0x8001, 0x0001, 0x8002, NULL);
+
 	/* the port counted the drop too (PortInfo P_KeyViolations) */
 	cr_expect_eq(simf_pkey_violations(f, 2), 1);
 	cr_expect_eq(simf_pkey_violations(f, 1), 0);
@@ -1337,17 +1347,8 @@ Test(sim_verbs, ud_pkey_check, .fini = fabric_stop, .timeout = 60)
 Test(sim_verbs, ud_pkey_limited_pair, .fini = fabric_stop, .timeout = 60)
 {
 	static const uint16_t key = 0x0003;
-	struct simf *f;
+	struct simf *f = pkey_pair(0x0003, 0x8003, 0x0003, &key);
 
-	fabric_start("ib");
-	f = simf_attach_node(g_dir, -1);
-	cr_assert_not_null(f);
-	simf_lock(f);
-	f->st->nodes[1].pkeys[1] = 0x0003;
-	f->st->nodes[2].pkeys[1] = 0x8003;
-	f->st->nodes[2].pkeys[2] = 0x0003;
-	simf_unlock(f);
-	run_pair(pkey_a, pkey_b, (void *)&key, 20000);
 	cr_expect_eq(simf_pkey_violations(f, 2), 1);
 	simf_detach(f);
 }
