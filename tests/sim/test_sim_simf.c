@@ -565,11 +565,16 @@ Test(simf, delay_and_reorder)
 	cr_assert_eq(f->st->nodes[1].tx_delayed, 10);
 	simf_detach(f);
 
-	f = mk_with_rule(77, "reorder=30%:20ms");
-	cr_assert_eq(run_traffic(f, 40, arr, order1, 200), 40);
+	/* Which datagrams are held back is the seed's; the arrival order is
+	 * that choice only while all 40 sends finish before the first held one
+	 * is due. The hold is long enough (300 ms) for a loaded CI machine under
+	 * ASan: with 20 ms, a slow send loop released a held datagram between
+	 * two sends and the two runs' orders differed. */
+	f = mk_with_rule(77, "reorder=30%:300ms");
+	cr_assert_eq(run_traffic(f, 40, arr, order1, 1000), 40);
 	simf_detach(f);
-	f = mk_with_rule(77, "reorder=30%:20ms");
-	cr_assert_eq(run_traffic(f, 40, arr, order2, 200), 40);
+	f = mk_with_rule(77, "reorder=30%:300ms");
+	cr_assert_eq(run_traffic(f, 40, arr, order2, 1000), 40);
 	simf_detach(f);
 	cr_assert_arr_eq(order1, order2, 40 * sizeof(int), "same seed: same order");
 	for (int i = 1; i < 40; i++)
