@@ -122,7 +122,7 @@ static struct cmp_map_key key2(uint64_t a, uint64_t b)
 static int heap_reserve(struct cmp_engine *e, size_t n)
 {
 	size_t ncap = e->heap_cap ? e->heap_cap : 64;
-	struct cmp_conn **nh;
+	struct cmp_timer_ent *nh;
 
 	if (n <= e->heap_cap)
 		return 0;
@@ -319,18 +319,18 @@ void cmp_trace_drop(struct cmp_engine *e, struct cmp_conn *c, const char *cause,
 
 static void heap_swap(struct cmp_engine *e, size_t a, size_t b)
 {
-	struct cmp_conn *t = e->heap[a];
+	struct cmp_timer_ent t = e->heap[a];
 	e->heap[a] = e->heap[b];
 	e->heap[b] = t;
-	e->heap[a]->heap_idx = a;
-	e->heap[b]->heap_idx = b;
+	e->heap[a].c->heap_idx = a;
+	e->heap[b].c->heap_idx = b;
 }
 
 static void heap_up(struct cmp_engine *e, size_t i)
 {
 	while (i > 0) {
 		size_t p = (i - 1) / 2;
-		if (e->heap[p]->deadline <= e->heap[i]->deadline)
+		if (e->heap[p].deadline <= e->heap[i].deadline)
 			break;
 		heap_swap(e, i, p);
 		i = p;
@@ -341,9 +341,9 @@ static void heap_down(struct cmp_engine *e, size_t i)
 {
 	for (;;) {
 		size_t l = 2 * i + 1, r = l + 1, m = i;
-		if (l < e->heap_len && e->heap[l]->deadline < e->heap[m]->deadline)
+		if (l < e->heap_len && e->heap[l].deadline < e->heap[m].deadline)
 			m = l;
-		if (r < e->heap_len && e->heap[r]->deadline < e->heap[m]->deadline)
+		if (r < e->heap_len && e->heap[r].deadline < e->heap[m].deadline)
 			m = r;
 		if (m == i)
 			return;
@@ -364,9 +364,9 @@ void cmp_timer_clear(struct cmp_engine *e, struct cmp_conn *c)
 	if (i == e->heap_len)
 		return;
 	e->heap[i] = e->heap[e->heap_len];
-	e->heap[i]->heap_idx = i;
+	e->heap[i].c->heap_idx = i;
 	heap_up(e, i);
-	heap_down(e, e->heap[i]->heap_idx);
+	heap_down(e, e->heap[i].c->heap_idx);
 }
 
 void cmp_timer_set(struct cmp_engine *e, struct cmp_conn *c, enum cmp_timer_kind k,
@@ -376,9 +376,8 @@ void cmp_timer_set(struct cmp_engine *e, struct cmp_conn *c, enum cmp_timer_kind
 	/* Cannot be full: cmp_conn_alloc made room for every connection. */
 	assert(e->heap_len < e->heap_cap);
 	c->timer_kind = (uint8_t)k;
-	c->deadline = deadline;
 	c->heap_idx = e->heap_len;
-	e->heap[e->heap_len++] = c;
+	e->heap[e->heap_len++] = (struct cmp_timer_ent){ deadline, c };
 	heap_up(e, c->heap_idx);
 }
 
@@ -389,19 +388,19 @@ cmp_time cmp_cap_timer(const struct cmp_engine *e, cmp_time t)
 
 cmp_time cmp_engine_get_expiry(const struct cmp_engine *e)
 {
-	return e->heap_len ? e->heap[0]->deadline : CMP_TIME_NEVER;
+	return e->heap_len ? e->heap[0].deadline : CMP_TIME_NEVER;
 }
 
 int cmp_engine_handle_expiry(struct cmp_engine *e, cmp_time now)
 {
 	int rc = 0;
 
-	while (e->heap_len && e->heap[0]->deadline <= now) {
-		struct cmp_conn *c = e->heap[0];
+	while (e->heap_len && e->heap[0].deadline <= now) {
+		struct cmp_conn *c = e->heap[0].c;
 		if (cmp_step_reserve(e)) {
 			/* No room for what it may send or report: try again a
 			 * little later rather than lose the timeout (or spin). */
-			c->deadline = now + CMP_NOMEM_RETRY_NS;
+			e->heap[0].deadline = now + CMP_NOMEM_RETRY_NS;
 			heap_down(e, 0);
 			errno = ENOMEM;
 			rc = -1;

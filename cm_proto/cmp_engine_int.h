@@ -42,7 +42,6 @@ struct cmp_conn {
 	uint8_t av_timeout;                 /* local ACK timeout exponent */
 	uint8_t flow_control, srq;
 	size_t heap_idx;        /* SIZE_MAX when no timer */
-	cmp_time deadline;
 	cmp_time base_timeout;  /* one try */
 	void *ctx;
 	struct cmp_listen *listen;
@@ -58,6 +57,16 @@ struct cmp_conn {
 	uint8_t last_valid;
 };
 
+/* A timer heap slot: the deadline sits beside the pointer so that sifting
+ * compares within the heap array and touches a connection only to store
+ * its new index (at 100k connections in TimeWait, comparing through the
+ * pointers made the heap 3 % of a disconnect run's samples: a cache miss
+ * per comparison). */
+struct cmp_timer_ent {
+	cmp_time deadline;
+	struct cmp_conn *c;
+};
+
 struct cmp_evitem {
 	struct cmp_event ev;
 	uint8_t pdata[CMP_CM_DATA_SIZE];
@@ -70,7 +79,7 @@ struct cmp_engine {
 	struct cmp_map by_remote;  /* (remote comm ID, remote CA GUID) -> conn */
 	struct cmp_map by_qpn;     /* (remote QPN, remote CA GUID) -> conn */
 	struct cmp_map by_sidr;    /* (request ID, source) -> conn */
-	struct cmp_conn **heap;
+	struct cmp_timer_ent *heap;
 	size_t heap_len, heap_cap;
 	struct cmp_tx *txq;
 	size_t tx_head, tx_len, tx_cap;

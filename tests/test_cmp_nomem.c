@@ -164,12 +164,15 @@ static void timers_cover_conns(const struct cmp_engine *e)
 		}
 		if (c->heap_idx != SIZE_MAX) {
 			cr_assert_lt(c->heap_idx, e->heap_len);
-			cr_assert_eq(e->heap[c->heap_idx], c, "heap slot does not point back");
+			cr_assert_eq(e->heap[c->heap_idx].c, c, "heap slot does not point back");
 			timed++;
 		}
 	}
 	cr_assert_eq(timed, e->heap_len, "heap holds %zu, connections say %zu", e->heap_len,
 		     timed);
+	for (size_t i = 1; i < e->heap_len; i++)
+		cr_assert_geq(e->heap[i].deadline, e->heap[(i - 1) / 2].deadline,
+			      "heap order broken at slot %zu", i);
 }
 
 /* A user call, as an application makes it: again on ENOMEM (nothing
