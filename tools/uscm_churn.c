@@ -2,10 +2,11 @@
  * uscm-churn: many RC connections through the rdma_cm API, for the fault
  * matrix and the soak test (docs/reliability.md).
  *
- *   uscm-churn server [-p PORT] [--pause-at req|est|dreq] [-v]
+ *   uscm-churn server [-p PORT] [--pause-at req|est|dreq] [--quiesce-ms MS]
+ *                     [--quiesce-max-ms MS] [-v]
  *   uscm-churn client ADDR [-p PORT] [-n COUNT | -d SECONDS] [-c INFLIGHT]
  *                     [--pause-at connect|est] [--hold] [--stage-ms MS]
- *                     [--rate PER_S] [--quiesce-ms MS] [-v]
+ *                     [--rate PER_S] [--quiesce-ms MS] [--quiesce-max-ms MS] [-v]
  *
  * Each client connection: resolve address and route, create a QP, post a
  * receive, connect, SEND 64 bytes, wait for the server's echo and check
@@ -62,6 +63,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
+#include <rdma/uscm_stats.h>
 
 #define MSG 64
 #define DEFAULT_PORT 7300
@@ -99,7 +101,7 @@ static struct {
 	int server, verbose, hold;
 	const char *addr;
 	uint16_t port;
-	long count, inflight, seconds, stage_ms, quiesce_ms, rate;
+	long count, inflight, seconds, stage_ms, quiesce_ms, quiesce_max_ms, rate;
 	const char *pause_at;
 	struct rdma_event_channel *ch;
 	struct conn *conns;
@@ -657,10 +659,11 @@ static int run_server(void)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: uscm-churn server [-p PORT] [--pause-at req|est|dreq] [-v]\n"
+		"usage: uscm-churn server [-p PORT] [--pause-at req|est|dreq] [--quiesce-ms MS]\n"
+		"                  [--quiesce-max-ms MS] [-v]\n"
 		"       uscm-churn client ADDR [-p PORT] [-n COUNT | -d SECONDS] [-c INFLIGHT]\n"
 		"                  [--pause-at connect|est] [--hold] [--stage-ms MS]\n"
-		"                  [--rate PER_S] [--quiesce-ms MS] [-v]\n");
+		"                  [--rate PER_S] [--quiesce-ms MS] [--quiesce-max-ms MS] [-v]\n");
 	exit(2);
 }
 
@@ -707,6 +710,8 @@ int main(int argc, char **argv)
 			g.rate = atol(v);
 		else if (!strcmp(a, "--quiesce-ms"))
 			g.quiesce_ms = atol(v);
+		else if (!strcmp(a, "--quiesce-max-ms"))
+			g.quiesce_max_ms = atol(v);
 		else if (!strcmp(a, "--pause-at"))
 			g.pause_at = v;
 		else
@@ -725,9 +730,20 @@ int main(int argc, char **argv)
 		run_client();
 	rdma_destroy_event_channel(g.ch);
 	/* Let the engine finish (DREQ retries, TimeWait) so the library's exit
-	 * report (USCM_EXIT_REPORT) shows a quiescent state. */
+	 * report (USCM_EXIT_REPORT) shows a quiescent state: --quiesce-ms is
+	 * always waited (the server stays to answer the peer's DREQ retries);
+	 * then, up to --quiesce-max-ms in all, until the engines hold no
+	 * connection. A fixed wait alone was a bet on the machine's load: on a
+	 * loaded one the client's TimeWaits outlived 500 ms. */
 	if (g.quiesce_ms > 0)
 		usleep((useconds_t)g.quiesce_ms * 1000);
+	for (long waited = g.quiesce_ms; waited < g.quiesce_max_ms; waited += 20) {
+		struct uscm_stats st;
+
+		if (uscm_get_stats(&st, sizeof(st)) < 0 || st.conns_live == 0)
+			break;
+		usleep(20 * 1000);
+	}
 	bad = g.n[O_BAD_DATA] + g.n[O_HANG] + g.n[O_OTHER] > 0;
 	printf("RESULT role=%s", g.server ? "server" : "client");
 	if (g.server)

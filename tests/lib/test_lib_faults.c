@@ -290,14 +290,14 @@ static void run_cell(const struct cell *cell)
 	}
 	if (c->fault)
 		cr_assert_eq(ct_sim("fault", "'%s'", c->fault), 0, "%s: fault %s", c->name, c->fault);
-	snprintf(args, sizeof(args), "server --quiesce-ms 1200 %s", c->server);
+	snprintf(args, sizeof(args), "server --quiesce-ms 1200 --quiesce-max-ms 6000 %s", c->server);
 	ct_spawn(&srv, lt_dir, "server", 2, args);
 	cr_assert(ct_wait_text(&srv, "READY", 10000), "%s: the server did not start", c->name);
 	if (c->act == A_SM_KILLED)
 		cr_assert_eq(ct_sim("kill", "sm"), 0);
 	if (c->act == A_SA_LINK_DOWN)
 		cr_assert_eq(ct_sim("link", "sm down"), 0);
-	snprintf(args, sizeof(args), "client 127.10.0.2 --quiesce-ms 500 %s", c->client);
+	snprintf(args, sizeof(args), "client 127.10.0.2 --quiesce-ms 500 --quiesce-max-ms 5000 %s", c->client);
 	ct_spawn(&cli, lt_dir, "client", 1, args);
 	t0 = lt_now_ms();
 
@@ -357,7 +357,7 @@ static void run_cell(const struct cell *cell)
 	}
 	if (c->act == A_FABRIC_RESTART) {
 		/* After the restart, the fabric (and the server) serve again. */
-		ct_spawn(&cli2, lt_dir, "client2", 1, "client 127.10.0.2 -n 20 -c 4 --quiesce-ms 500");
+		ct_spawn(&cli2, lt_dir, "client2", 1, "client 127.10.0.2 -n 20 -c 4 --quiesce-ms 500 --quiesce-max-ms 5000");
 		cr_expect(ct_wait_exit(&cli2, 30000), "%s: the client after the restart hung",
 			  c->name);
 		char *o2 = ct_read(cli2.out);

@@ -101,9 +101,9 @@ Test(soak, churn_with_faults_keeps_rss_and_fds_flat)
 		    "server_anon_kb,server_fds_min,server_fds_max\n");
 
 	cr_assert_eq(ct_sim("fault", "'drop=5%%,dup=5%%,qpt=mad'"), 0);
-	ct_spawn(&srv, lt_dir, "server", 2, "server --quiesce-ms 1500");
+	ct_spawn(&srv, lt_dir, "server", 2, "server --quiesce-ms 1500 --quiesce-max-ms 6000");
 	cr_assert(ct_wait_text(&srv, "READY", 10000), "the server did not start");
-	snprintf(args, sizeof(args), "client 127.10.0.2 -d %ld -c %d --rate 100 --quiesce-ms 1000",
+	snprintf(args, sizeof(args), "client 127.10.0.2 -d %ld -c %d --rate 100 --quiesce-ms 1000 --quiesce-max-ms 5000",
 		 seconds, INFLIGHT);
 	ct_spawn(&cli, lt_dir, "client", 1, args);
 	/* The first second is start-up (the library opening its port): not
