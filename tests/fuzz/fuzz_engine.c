@@ -220,13 +220,16 @@ NO_COVERAGE static void check(struct world *w, int i)
 	uint64_t rx = 0, tx = 0;
 	unsigned pend[MAXL] = { 0 };
 
+	for (size_t k = 1; k < e->heap_len; k++)
+		if (e->heap[k].deadline < e->heap[(k - 1) / 2].deadline)
+			abort(); /* heap order */
 	for (size_t k = 0; k < e->by_local.cap; k++) {
 		struct cmp_conn *c = e->by_local.slots[k].val;
 		if (!c)
 			continue;
 		live++;
 		if (c->heap_idx != SIZE_MAX) {
-			if (c->heap_idx >= e->heap_len || e->heap[c->heap_idx] != c)
+			if (c->heap_idx >= e->heap_len || e->heap[c->heap_idx].c != c)
 				abort();
 			timers++;
 		}
