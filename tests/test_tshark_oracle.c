@@ -2156,7 +2156,7 @@ Test(tshark_oracle, external_captures)
 		cr_expect_eq(bad, 0, "%s: %u disagreement(s) between tshark and uscm:\n%s", paths[i],
 			     bad, r.buf);
 		if (!r.mads)
-			cr_log_warn("%s: no MAD in it; only checked that tshark shows no CM or "
+			tf_warn("%s: no MAD in it; only checked that tshark shows no CM or "
 				    "SA message either", paths[i]);
 		free(paths[i]);
 	}

@@ -154,7 +154,7 @@ static int perftest_pair(const char *bin, int rdma_cm, int p)
 		}
 		if (!rdma_cm || !strstr(out, "RDMA_CM_EVENT_REJECTED; error: 8"))
 			break;
-		cr_log_warn("%s -R: the client's QP REQ came before the server's listen "
+		tf_warn("%s -R: the client's QP REQ came before the server's listen "
 			    "(perftest's race), run again", bin);
 		stop_server();
 	}
@@ -256,7 +256,7 @@ static void qperf_all(const char *link, const char *tests)
 				   lt_util_env(), p, t);
 			if (st == 0 || !strstr(out, "Event rejected"))
 				break;
-			cr_log_warn("qperf %s %s: its REQ came before its server listened; again\n",
+			tf_warn("qperf %s %s: its REQ came before its server listened; again",
 				    link, t);
 			usleep(200 * 1000);
 		}

@@ -165,7 +165,7 @@ static int perftest_once(const char *args, int last)
 	known = rc == 134 && strstr(out, "Final:") &&
 		strstr(out, "Assertion `wait_ctx->cb_id == (-1)' failed");
 	if (known && !last) {
-		cr_log_warn("ucx_perftest %s aborted in its QP teardown (UCX's async-event "
+		tf_warn("ucx_perftest %s aborted in its QP teardown (UCX's async-event "
 			    "assertion, see perftest_once): once more", args);
 		free(out);
 		(void)app_server_rc(20000);
