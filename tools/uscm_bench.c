@@ -406,11 +406,6 @@ static int run_engine(size_t k, double *ns, double *bytes)
 	return sscanf(p, " %*d %lf %*f %lf", ns, bytes) == 2 ? 0 : -1;
 }
 
-/* The same figures in CPU time (every thread of both processes, and of
- * their uscmds in daemon mode): what a round trip or a connection costs
- * whatever the scheduler does with it. On one vCPU (taskset) latency is
- * these summed plus the switches between them; on two it also holds the
- * wake-up of an idle vCPU, which makes latency bimodal on a VM. */
 /* One serial run's CPU per connection (both processes) against the floor
  * and TCP's, and the library's CPU overhead (connection - 1.5 MAD round
  * trips' CPU). */
@@ -427,6 +422,11 @@ static void print_conn_cpu(const char *label, const char *olabel, const struct b
 		printf("  %s %4.1f us%s\n", olabel, u - 1.5 * mad_cpu, note);
 }
 
+/* The same figures in CPU time (every thread of both processes, and of
+ * their uscmds in daemon mode): what a round trip or a connection costs
+ * whatever the scheduler does with it. On one vCPU (taskset) latency is
+ * these summed plus the switches between them; on two it also holds the
+ * wake-up of an idle vCPU, which makes latency bimodal on a VM. */
 static void print_cpu(FILE *cf, size_t n, double udp_cpu, double mad_cpu, const struct bench_run *us,
 		      const struct bench_run *ts, const struct bench_run *ds, const struct bench_run *uc)
 {
