@@ -109,12 +109,11 @@ static void qp_attrs_of(struct rdma_cm_id *cm, struct usp_qp_attrs *qa)
 struct usd_client *usd_client_new(int fd)
 {
 	struct usd_client *cl = calloc(1, sizeof(*cl));
-	struct ucred cr;
-	socklen_t len = sizeof(cr);
+	struct usd_cred cr;
 
 	if (!cl)
 		return NULL;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) {
+	if (usd_cred_take(fd, &cr) < 0) {
 		free(cl);
 		return NULL;
 	}
@@ -122,7 +121,9 @@ struct usd_client *usd_client_new(int fd)
 	cl->pid = cr.pid;
 	cl->uid = cr.uid;
 	cl->gid = cr.gid;
-	cl->priv = cma_privileged(cr.pid, cr.uid);
+	cl->priv = cr.priv;
+	cl->caller.uid = cr.uid;
+	cl->caller.priv = cr.priv;
 	cl->num = ++usd.next_client;
 	cl->ec = rdma_create_event_channel();
 	if (!cl->ec) {
@@ -467,7 +468,6 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		}
 	}
 	memset(&r, 0, sizeof(r));
-	g.caller_priv = cl->priv;
 	errno = 0;
 	switch (h.op) {
 	case USP_HELLO: {
@@ -521,6 +521,7 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 			break;
 		}
 		cm->qp_type = (enum ibv_qp_type)x.qp_type;
+		cma_id_set_caller(cm, &cl->caller);
 		id = usd_id_new(cl, cm, x.chan);
 		if (!id) {
 			err = ENOMEM;
@@ -738,7 +739,6 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 			break;
 		}
 		tl = usd_status(t, USP_MAX_REPLY - sizeof(struct usp_reply));
-		g.caller_priv = -1;
 		reply(cl, h.op, h.seq, 0, t, tl);
 		free(t);
 		return;
@@ -747,7 +747,6 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		err = EPROTO;
 		break;
 	}
-	g.caller_priv = -1;
 	/* events the call queued (a user event, a synchronous failure) reach
 	 * the channel before the call returns, as with the kernel's queue */
 	if (!cl->dead)

@@ -17,6 +17,7 @@
 
 #include <rdma/rdma_cma.h>
 
+#include "lib/cma_int.h"
 #include "lib/usp_proto.h"
 
 struct usd_client;
@@ -49,13 +50,24 @@ struct usd_limits {
 	unsigned max_queued;            /* events waiting for a full channel, per client */
 };
 
+/* usd_cred.c: the peer of a new connection (SO_PEERCRED, pinned by a
+ * pidfd) and whether it may bind ports below 1024. 0 or -1/errno. */
+struct usd_cred {
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	int priv;                       /* capable(CAP_NET_BIND_SERVICE) */
+};
+int usd_cred_take(int fd, struct usd_cred *c);
+
 struct usd_client {
 	struct usd_client *next, **pprev;
 	int fd;                         /* command socket */
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
-	int priv;                       /* root or CAP_NET_BIND_SERVICE */
+	int priv;                       /* CAP_NET_BIND_SERVICE, initial user namespace */
+	struct cma_caller caller;       /* what its ids act as (lib/cma_int.h) */
 	uint32_t num;
 	struct rdma_event_channel *ec;   /* the library channel of all its ids */
 	int *chans;                     /* channel socket fds by handle (-1: none) */

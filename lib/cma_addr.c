@@ -449,7 +449,7 @@ int cma_bind_locked(struct cma_id *id, const struct sockaddr *addr)
 
 	/* As the kernel's cma_get_port: a port below 1024 needs privilege. */
 	port = cma_addr_port(addr);
-	if (port && port < 1024 && !cma_caller_privileged())
+	if (port && port < 1024 && !cma_caller_may_bind_low(&id->caller))
 		return cma_fail(EACCES);
 	wild = 0;
 	if (!cma_addr_any(addr)) {

@@ -49,6 +49,7 @@ struct cma_id *cma_id_alloc_locked(struct cma_chan *c, void *context, enum rdma_
 		}
 		id->sync = 1;
 	}
+	id->caller.self = 1;
 	id->chan = c;
 	id->id.channel = &c->ch;
 	id->id.context = context;
@@ -62,6 +63,16 @@ struct cma_id *cma_id_alloc_locked(struct cma_chan *c, void *context, enum rdma_
 	id->pprev = &g.ids;
 	g.ids = id;
 	return id;
+}
+
+int cma_id_set_caller(struct rdma_cm_id *cm_id, const struct cma_caller *c)
+{
+	if (!cm_id || !c)
+		return cma_fail(EINVAL);
+	pthread_mutex_lock(&g.lock);
+	cma_id_of(cm_id)->caller = *c;
+	pthread_mutex_unlock(&g.lock);
+	return 0;
 }
 
 CMA_EXPORT int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **out,
@@ -1246,6 +1257,7 @@ struct cma_id *cma_req_id(struct cma_port *p, const struct cma_req_in *r,
 	nid = cma_id_alloc_locked(l->sync ? NULL : l->chan, l->id.context, l->id.ps, l->id.qp_type);
 	if (!nid)
 		return NULL;
+	nid->caller = l->caller; /* the listener's owner owns its connections */
 	cma_set_bound_port(nid, p);
 	if (r->hdr == 0) {
 		memcpy(&nid->id.route.addr.src_storage, &r->ours, sizeof(r->ours));

@@ -30,7 +30,6 @@ struct cma_global g = {
 	.timer_fd = -1,
 	.timer_armed = CMP_TIME_NEVER,
 	.handover_at = CMP_TIME_NEVER,
-	.caller_priv = -1,
 };
 
 /* ---- time, randomness, environment ----------------------------------------- */

@@ -213,8 +213,26 @@ enum cma_state {
 	ST_ERROR,           /* rejected / unreachable */
 };
 
+/* A network namespace the core binds, listens and resolves in
+ * (cma_netns.c). NULL everywhere means this process's own. */
+struct cma_netns;
+
+/* Who asks: the credentials and network namespace a call on an id acts
+ * with, as the kernel's rdma_cm takes them from the task that opened the
+ * rdma_cm file. In process: this process (cma_caller_self). uscmd: its
+ * client's, taken once when the client connected (daemon/usd_cred.c) and
+ * given to the core with cma_id_set_caller; ids made by a connection
+ * request inherit their listener's. */
+struct cma_caller {
+	int self;                   /* this process: asked at the call (cma_caller_self) */
+	uid_t uid;
+	int priv;                   /* CAP_NET_BIND_SERVICE in the initial user namespace */
+	struct cma_netns *ns;       /* NULL: ours (the only one so far) */
+};
+
 struct cma_id {
 	struct rdma_cm_id id;       /* first: the user's pointer */
+	struct cma_caller caller;   /* who acts on it (ports < 1024, namespace) */
 	struct cma_id *next;        /* g.ids */
 	struct cma_id **pprev;      /* what points at it in g.ids: O(1) unlink */
 	struct cma_chan *chan;
@@ -307,9 +325,6 @@ struct cma_global {
 	int sa_timeout_min_ms;
 	uint64_t path_cache_ns;
 	int max_backlog; /* rdma_listen's cap (USCM_MAX_BACKLOG) */
-	/* Who asks (ports below 1024): -1 this process (in-process mode), else
-	 * 0/1 for the daemon's client being served now (uscmd sets it). */
-	int caller_priv;
 	int rx_external; /* uscmd receives MADs in its main loop (cma_rx_fds) */
 	int fault_event_alloc; /* USCM_FAULT_EVENT_ALLOC: completions get no heap */
 };
@@ -384,10 +399,18 @@ int cma_remote(void);
 int cma_remote_known(void);
 /* uscmd: this process IS the service, never a client of one. */
 void cma_force_inproc(void);
-/* May the caller bind a port below 1024 (root or CAP_NET_BIND_SERVICE)? */
-int cma_caller_privileged(void);
-/* The same for process pid (0: this one) running as uid (uscmd's clients). */
-int cma_privileged(pid_t pid, uid_t uid);
+/* This process as a caller: its euid, CAP_NET_BIND_SERVICE in its
+ * effective set (capget), its own namespace. */
+void cma_caller_self(struct cma_caller *c);
+/* The id acts as c from now on (uscmd, right after rdma_create_id): c->ns
+ * is referenced again, the id's old caller released. 0 or -1/EINVAL. */
+int cma_id_set_caller(struct rdma_cm_id *cm_id, const struct cma_caller *c);
+/* May c bind a port below 1024? (self: asked now, as the kernel asks at
+ * the call) */
+int cma_caller_may_bind_low(const struct cma_caller *c);
+/* 1 when this process is in the initial user namespace. */
+int cma_in_initial_userns(void);
+
 /* The errno a synchronous call returns for its event's failure
  * (REJECTED: ECONNREFUSED; otherwise the status as a positive errno). */
 int cma_event_errno(const struct rdma_cm_event *ev);

@@ -8,10 +8,12 @@
  * first rdma_cm call, and holds for the life of the process (a forked child
  * keeps it).
  */
+#include <linux/capability.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "lib/cma_int.h"
@@ -81,38 +83,47 @@ void cma_force_inproc(void)
 	pthread_once(&mode_once, mode_decide);
 }
 
-/* uid 0, or CAP_NET_BIND_SERVICE (bit 10) in the effective capability
- * set of process pid (0: this one). */
-int cma_privileged(pid_t pid, uid_t uid)
+/* This process: capable(CAP_NET_BIND_SERVICE) as the kernel would answer
+ * it for a bind below 1024, i.e. the capability in the effective set and
+ * this process in the initial user namespace (a capability of a user
+ * namespace of its own does not count: rdma_cm checks capable(), not
+ * ns_capable()). */
+void cma_caller_self(struct cma_caller *c)
 {
-	char path[64], line[256];
-	FILE *f;
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+
+	memset(c, 0, sizeof(*c));
+	c->self = 1;
+	c->uid = geteuid();
+	memset(d, 0, sizeof(d));
+	if (syscall(SYS_capget, &h, d) == 0 && cma_in_initial_userns())
+		c->priv = (d[CAP_NET_BIND_SERVICE / 32].effective >> (CAP_NET_BIND_SERVICE % 32)) & 1;
+}
+
+/* 1 when this process's user namespace is the initial one: its uid_map is
+ * the identity map of the whole range ("0 0 4294967295"), as only the
+ * initial namespace's can be. */
+int cma_in_initial_userns(void)
+{
+	unsigned long a, b, n;
+	FILE *f = fopen("/proc/self/uid_map", "re");
 	int ok = 0;
 
-	if (uid == 0)
-		return 1;
-	if (pid)
-		snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	else
-		snprintf(path, sizeof(path), "/proc/self/status");
-	f = fopen(path, "re");
 	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long long cap;
-
-		if (sscanf(line, "CapEff: %llx", &cap) == 1) {
-			ok = (cap >> 10) & 1;
-			break;
-		}
-	}
+		return 1; /* no /proc: nothing says otherwise */
+	if (fscanf(f, "%lu %lu %lu", &a, &b, &n) == 3)
+		ok = a == 0 && b == 0 && n == 4294967295UL && fscanf(f, "%lu", &a) != 1;
 	fclose(f);
 	return ok;
 }
 
-int cma_caller_privileged(void)
+int cma_caller_may_bind_low(const struct cma_caller *c)
 {
-	if (g.caller_priv >= 0)
-		return g.caller_priv;
-	return cma_privileged(0, geteuid());
+	struct cma_caller now;
+
+	if (!c->self)
+		return c->priv;
+	cma_caller_self(&now);
+	return now.priv;
 }
