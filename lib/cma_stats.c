@@ -4,6 +4,7 @@
  * which prints them when the process exits.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "lib/cma_int.h"
 #include "lib/cmc.h"
+#include "umad/um_outfile.h"
 #include <rdma/uscm_stats.h>
 
 static void sum_locked(struct uscm_stats *s)
@@ -124,7 +126,13 @@ static void stats_at_exit(void)
 		print_stats(stderr, &s);
 		return;
 	}
-	f = fopen(where, "a");
+	{
+		int fd = um_outfile_open(where, O_APPEND, 0600);
+
+		f = fd >= 0 ? fdopen(fd, "a") : NULL;
+		if (!f && fd >= 0)
+			close(fd);
+	}
 	if (!f) {
 		fprintf(stderr, "uscm: USCM_STATS=%s: %s\n", where, strerror(errno));
 		return;

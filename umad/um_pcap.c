@@ -5,6 +5,7 @@
  * little-endian), so they are handled with explicit byte helpers; the
  * big-endian ERF header goes through the cmp_field engine.
  */
+#include "umad/um_outfile.h"
 #include "umad/um_pcap.h"
 
 #include <errno.h>
@@ -148,8 +149,9 @@ struct um_pcap_writer *um_pcap_open_write(const char *path, int linktype)
 	if (!w)
 		return NULL;
 	/* Not O_TRUNC: the file may be another writer's. Emptied only once
-	 * its lock is ours (pcap_claim). */
-	w->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	 * its lock is ours (pcap_claim). The name may come from a user's
+	 * environment or a root daemon's option: um_outfile's rules. */
+	w->fd = um_outfile_open(path, 0, 0600);
 	if (w->fd < 0 || pcap_claim(w->fd) < 0) {
 		int e = errno;
 		if (w->fd >= 0)
