@@ -149,7 +149,7 @@ static struct {
 
 const char *cma_hosts_path(void)
 {
-	const char *p = getenv("USCM_HOSTS");
+	const char *p = secure_getenv("USCM_HOSTS");
 
 	/* The library does not know whether its fabric is simulated: uscm-sim
 	 * hands its hosts file over in USCM_HOSTS like any operator would. */

@@ -8,6 +8,7 @@
  * first rdma_cm call, and holds for the life of the process (a forked child
  * keeps it).
  */
+#define _GNU_SOURCE /* secure_getenv */
 #include <linux/capability.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 
 #include "lib/cma_int.h"
 #include "lib/cmc.h"
+#include "lib/cmc_int.h"
 
 static pthread_once_t mode_once = PTHREAD_ONCE_INIT;
 static int mode_remote;
@@ -58,7 +60,7 @@ static void mode_decide(void)
 		mode_remote = 1;
 		if (!cmc_probe())
 			fprintf(stderr, "uscm: USCM_MODE=daemon but no uscmd answers on %s\n",
-				getenv("USCM_SOCKET") ? getenv("USCM_SOCKET") : "/run/uscm/uscmd.sock");
+				cmc_socket_path());
 	} else {
 		if (m && *m)
 			fprintf(stderr, "uscm: USCM_MODE=%s: expected inproc or daemon\n", m);

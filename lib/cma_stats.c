@@ -3,6 +3,7 @@
  * counters summed over the process's ports, and USCM_STATS=stderr|FILE,
  * which prints them when the process exits.
  */
+#define _GNU_SOURCE /* secure_getenv */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -101,7 +102,7 @@ static void print_stats(FILE *f, const struct uscm_stats *s)
 
 static void stats_at_exit(void)
 {
-	const char *where = getenv("USCM_STATS");
+	const char *where = secure_getenv("USCM_STATS");
 	struct uscm_stats s;
 	FILE *f;
 	int locked;
@@ -146,7 +147,7 @@ static void stats_at_exit(void)
  * unmodified program returns from main) whatever the program does. */
 __attribute__((constructor)) static void stats_init(void)
 {
-	const char *where = getenv("USCM_STATS");
+	const char *where = secure_getenv("USCM_STATS");
 
 	if (where && *where && strcmp(where, "0"))
 		atexit(stats_at_exit);

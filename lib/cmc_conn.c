@@ -60,11 +60,80 @@ void cmc_after_fork(void)
 	pthread_mutex_init(&cmc.call_lock, NULL);
 }
 
+/* secure_getenv: a setuid program never takes a socket path (or the
+ * daemon uid below) from the user who started it. */
 const char *cmc_socket_path(void)
 {
-	const char *p = getenv("USCM_SOCKET");
+	const char *p = secure_getenv("USCM_SOCKET");
 
 	return p && *p ? p : USP_DEFAULT_SOCKET;
+}
+
+/* The uid root (of the initial user namespace) has as seen from this
+ * process: 0 there; in a user namespace of its own, the inside uid its
+ * uid_map gives the parent's 0, or the overflow uid when 0 is not mapped
+ * (one level of nesting: the map is to the parent namespace). */
+static uid_t root_seen_here(void)
+{
+	unsigned long in, out, n;
+	uid_t r = 0;
+	FILE *f = fopen("/proc/self/uid_map", "re");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%lu %lu %lu", &in, &out, &n) == 3 && !(in == 0 && out == 0 && n == 4294967295UL)) {
+		FILE *o = fopen("/proc/sys/kernel/overflowuid", "re");
+		unsigned long ov = 65534;
+
+		if (o) {
+			if (fscanf(o, "%lu", &ov) != 1)
+				ov = 65534;
+			fclose(o);
+		}
+		r = (uid_t)ov;
+		do {
+			if (out == 0 && n > 0) {
+				r = (uid_t)in;
+				break;
+			}
+		} while (fscanf(f, "%lu %lu %lu", &in, &out, &n) == 3);
+	}
+	fclose(f);
+	return r;
+}
+
+/* Whoever answers on the socket is the CM of every call that follows: it
+ * must be root's uscmd (SO_PEERCRED: root as seen from here), this
+ * process's own user's (a daemon of our uid can do nothing we could not),
+ * or the uid the operator named in USCM_DAEMON_UID. Anything else (a
+ * user's program bound to a socket path it could create) is not used, and
+ * said once. */
+static int daemon_trusted(int fd, const char *path)
+{
+	static int told;
+	const char *v = secure_getenv("USCM_DAEMON_UID");
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0)
+		return 0;
+	if (cr.uid == geteuid() || cr.uid == root_seen_here())
+		return 1;
+	if (v && *v) {
+		char *end;
+		unsigned long u = strtoul(v, &end, 10);
+
+		if (!*end && u == (unsigned long)cr.uid)
+			return 1;
+	}
+	if (!told) {
+		told = 1;
+		fprintf(stderr,
+			"uscm: the daemon on %s runs as uid %u, not root: not used (USCM_DAEMON_UID names "
+			"another trusted uid)\n",
+			path, (unsigned)cr.uid);
+	}
+	return 0;
 }
 
 static int sock_connect(void)
@@ -102,6 +171,11 @@ static int sock_connect(void)
 		int e = errno;
 		close(fd);
 		errno = e;
+		return -1;
+	}
+	if (!daemon_trusted(fd, path)) {
+		close(fd);
+		errno = EACCES;
 		return -1;
 	}
 	return fd;

@@ -42,8 +42,8 @@ static int conf_read(const char *name, unsigned long *out)
 	FILE *f;
 	int ok = 0;
 
-	snprintf(path, sizeof(path), "%s/%s", getenv("USCM_RSOCKET_CONF_DIR") ?
-		 getenv("USCM_RSOCKET_CONF_DIR") : RS_CONF_DIR, name);
+	snprintf(path, sizeof(path), "%s/%s", secure_getenv("USCM_RSOCKET_CONF_DIR") ?
+		 secure_getenv("USCM_RSOCKET_CONF_DIR") : RS_CONF_DIR, name);
 	f = fopen(path, "re");
 	if (!f)
 		return 0;

@@ -161,3 +161,35 @@ Test(uscmd_install, systemd_analyze_verify_accepts_the_units)
 	cr_assert_str_empty(out, "systemd-analyze verify warns:\n%s", out);
 	free(out);
 }
+
+/* The installed service's sandbox as systemd rates it (offline: no
+ * running manager needed): the resource bounds a shared host needs are
+ * there, and the overall exposure stays "OK" (what is left is what uscmd
+ * needs: root for umad, the host's network namespace, the RDMA devices). */
+Test(uscmd_install, the_sandbox_bounds_the_daemon)
+{
+	char prefix[128], p[256], v[64];
+	char *out = NULL, *svc;
+	double exposure = 99;
+	int rc;
+
+	if (tf_sh(NULL, "command -v systemd-analyze >/dev/null") != 0)
+		cr_skip_test("systemd-analyze is not installed");
+	snprintf(prefix, sizeof(prefix), "%s/prefix", dir);
+	install_to(prefix, NULL);
+	snprintf(p, sizeof(p), "%s/lib/systemd/system/uscmd.service", prefix);
+	svc = slurp(p);
+	cr_assert_not_null(svc);
+	cr_expect_str_eq(unit_value(svc, "TasksMax", v, sizeof(v)), "16");
+	cr_expect_str_eq(unit_value(svc, "MemoryMax", v, sizeof(v)), "1G");
+	cr_expect_str_eq(unit_value(svc, "LimitNOFILE", v, sizeof(v)), "524288");
+	cr_expect_str_eq(unit_value(svc, "CapabilityBoundingSet", v, sizeof(v)), "");
+	cr_expect_str_eq(unit_value(svc, "RestrictNamespaces", v, sizeof(v)), "yes");
+	free(svc);
+	rc = tf_sh(&out, "systemd-analyze security --offline=true '%s' 2>&1 | grep 'Overall exposure'", p);
+	cr_assert_eq(rc, 0, "systemd-analyze security: %d\n%s", rc, out);
+	cr_assert_eq(sscanf(strstr(out, "level for") ? strstr(out, ": ") + 2 : out, "%lf", &exposure), 1,
+		     "%s", out);
+	cr_expect_leq(exposure, 2.0, "exposure %.1f: %s", exposure, out);
+	free(out);
+}

@@ -1,6 +1,7 @@
 /*
  * um_capture.c - USCM_PCAP (see um_capture.h).
  */
+#define _GNU_SOURCE /* secure_getenv */
 #include <endian.h>
 #include <errno.h>
 #include <limits.h>
@@ -83,7 +84,7 @@ int um_capture_expand(const char *pattern, char *out, size_t len)
 
 static void do_init(void)
 {
-	const char *pattern = getenv("USCM_PCAP");
+	const char *pattern = secure_getenv("USCM_PCAP"); /* not from a setuid program's user */
 	struct um_pcap_writer *w;
 	char path[PATH_MAX];
 	int r;
