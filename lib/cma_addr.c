@@ -74,9 +74,15 @@ uint16_t cma_addr_port(const struct sockaddr *a)
 	switch (a->sa_family) {
 	case AF_INET: return ntohs(((const struct sockaddr_in *)a)->sin_port);
 	case AF_INET6: return ntohs(((const struct sockaddr_in6 *)a)->sin6_port);
-	case AF_IB:
-		return (uint16_t)(be64toh(((const struct sockaddr_ib *)a)->sib_sid) &
+	case AF_IB: {
+		/* The SID's low 16 bits under its mask, as the kernel's
+		 * cma_port: a mask without the port bits names no port (a
+		 * bind then takes an ephemeral one). */
+		const struct sockaddr_ib *sib = (const struct sockaddr_ib *)a;
+
+		return (uint16_t)(be64toh(sib->sib_sid) & be64toh(sib->sib_sid_mask) &
 				  RDMA_IB_IP_PORT_MASK);
+	}
 	default: return 0;
 	}
 }
@@ -385,26 +391,37 @@ static uint32_t *bind_count(enum rdma_port_space ps, uint16_t port, int create)
 	return NULL;
 }
 
-/* kernel cma_check_port semantics */
-static int port_conflict(const struct cma_id *id, uint16_t port, int reuse)
+/* kernel cma_check_port semantics, in port space id->bind_ps; dev is the
+ * device port id's address names (NULL: none, a wildcard or loopback). */
+static int port_conflict(const struct cma_id *id, const struct cma_port *dev, uint16_t port,
+			 int reuse)
 {
 	const struct sockaddr *a = &id->id.route.addr.src_addr;
-	const uint32_t *cnt = bind_count(id->id.ps, port, 0);
+	const uint32_t *cnt = bind_count(id->bind_ps, port, 0);
 
 	if (cnt && !*cnt)
 		return 0; /* nobody holds it */
 	for (const struct cma_id *o = g.ids; o; o = o->next) {
 		const struct sockaddr *b = &o->id.route.addr.src_addr;
+		int mixed = (a->sa_family == AF_IB) != (b->sa_family == AF_IB);
 
-		if (o == id || !o->bound || o->id.ps != id->id.ps || cma_addr_port(b) != port)
+		if (o == id || !o->bound || o->bind_ps != id->bind_ps || o->bind_port != port)
 			continue;
 		if (reuse && o->reuseaddr && o->state != ST_LISTEN)
 			continue;
-		if (id->afonly && o->afonly && a->sa_family != b->sa_family)
+		/* AFONLY separates IPv4 from IPv6 only: an AF_IB address
+		 * shares a port space's ports with both. */
+		if (!mixed && id->afonly && o->afonly && a->sa_family != b->sa_family)
 			continue;
 		if (cma_addr_any(a) || id->loop_any || cma_addr_any(b) || o->loop_any)
 			return EADDRNOTAVAIL;
-		if (cma_addr_equal(a, b))
+		/* An AF_IB address (a GID) and an IP address are the same
+		 * address when they name the same device port. The kernel
+		 * compares them as different and lets both hold the port; here
+		 * one port of a port space on one device port has one owner
+		 * (with REUSEADDR, owners), so an AF_IB id cannot bind beside
+		 * another user's IP listener on its very service ID. */
+		if (mixed ? dev && dev == o->port : cma_addr_equal(a, b))
 			return EADDRINUSE;
 	}
 	return 0;
@@ -417,7 +434,7 @@ static int port_used(enum rdma_port_space ps, uint16_t port)
 	if (cnt)
 		return *cnt > 0;
 	for (const struct cma_id *o = g.ids; o; o = o->next)
-		if (o->bound && o->id.ps == ps && cma_addr_port(&o->id.route.addr.src_addr) == port)
+		if (o->bound && o->bind_ps == ps && o->bind_port == port)
 			return 1;
 	return 0;
 }
@@ -426,28 +443,68 @@ int cma_check_port_listen(struct cma_id *id)
 {
 	if (!id->reuseaddr)
 		return 0;
-	return port_conflict(id, cma_addr_port(&id->id.route.addr.src_addr), 0);
+	return port_conflict(id, id->loop_any ? NULL : id->port, id->bind_port, 0);
 }
 
 void cma_bind_release(struct cma_id *id)
 {
 	uint32_t *cnt;
 
-	if (id->bound && (cnt = bind_count(id->id.ps, id->bind_port, 0)) && *cnt)
+	if (id->bound && (cnt = bind_count(id->bind_ps, id->bind_port, 0)) && *cnt)
 		(*cnt)--;
 	id->bound = 0;
 }
 
+/* The port space an AF_IB address binds in, as the kernel's
+ * cma_select_ib_ps: the SID's port-space bits under the mask's port-space
+ * bits name the IB, TCP or UDP space (tried in that order), one the id's
+ * own space allows (an RDMA_PS_IB id any of the three, a TCP or UDP id
+ * its own; IPoIB none). The SID becomes that space's prefix and the port
+ * the mask selected, and the mask covers the prefix, so that what follows
+ * (the port checks, the listen) sees one port of one space. 0: none. */
+static enum rdma_port_space ib_select_ps(enum rdma_port_space own, struct sockaddr_ib *sib)
+{
+	static const struct {
+		enum rdma_port_space ps;
+		uint64_t prefix;
+	} spaces[] = {
+		{ RDMA_PS_IB, RDMA_IB_PS_IB },
+		{ RDMA_PS_TCP, RDMA_IB_IP_PS_TCP },
+		{ RDMA_PS_UDP, RDMA_IB_IP_PS_UDP },
+	};
+	uint64_t mask = be64toh(sib->sib_sid_mask), sid = be64toh(sib->sib_sid);
+	uint64_t psmask = mask & RDMA_IB_IP_PS_MASK;
+
+	for (size_t i = 0; i < sizeof(spaces) / sizeof(spaces[0]); i++) {
+		if ((own != RDMA_PS_IB && own != spaces[i].ps) ||
+		    (sid & psmask) != (spaces[i].prefix & psmask))
+			continue;
+		sib->sib_sid = htobe64(spaces[i].prefix | (sid & mask & RDMA_IB_IP_PORT_MASK));
+		sib->sib_sid_mask = htobe64(RDMA_IB_IP_PS_MASK | mask);
+		return spaces[i].ps;
+	}
+	return 0;
+}
+
 /* Binds id to addr (family already checked): finds the device for a
  * specific address, allocates or checks the port. */
-int cma_bind_locked(struct cma_id *id, const struct sockaddr *addr)
+int cma_bind_locked(struct cma_id *id, const struct sockaddr *asked)
 {
 	struct sockaddr *src = &id->id.route.addr.src_addr;
+	struct sockaddr_storage want;
+	const struct sockaddr *addr = (const struct sockaddr *)&want;
+	enum rdma_port_space ps = id->id.ps;
 	struct cma_port *p = NULL;
 	int gid_index = 0, e, wild;
 	uint16_t port;
 
-	/* As the kernel's cma_get_port: a port below 1024 needs privilege. */
+	memset(&want, 0, sizeof(want));
+	memcpy(&want, asked, (size_t)cma_addr_len(asked));
+	if (want.ss_family == AF_IB &&
+	    !(ps = ib_select_ps(id->id.ps, (struct sockaddr_ib *)&want)))
+		return cma_fail(EPROTONOSUPPORT); /* the kernel's cma_get_port */
+	/* As the kernel's cma_get_port: a port below 1024 needs privilege
+	 * (for AF_IB the port is the SID's low bits under its mask). */
 	port = cma_addr_port(addr);
 	if (port && port < 1024 && !cma_caller_may_bind_low(&id->caller))
 		return cma_fail(EACCES);
@@ -469,11 +526,12 @@ int cma_bind_locked(struct cma_id *id, const struct sockaddr *addr)
 			return cma_fail(EADDRNOTAVAIL);
 	}
 	id->loop_any = wild;
+	id->bind_ps = ps;
 	memset(&id->id.route.addr.src_storage, 0, sizeof(id->id.route.addr.src_storage));
 	memcpy(src, addr, (size_t)cma_addr_len(addr));
 	port = cma_addr_port(addr);
 	if (port) {
-		if ((e = port_conflict(id, port, id->reuseaddr)))
+		if ((e = port_conflict(id, p, port, id->reuseaddr)))
 			return cma_fail(e);
 	} else {
 		unsigned range = EPHEMERAL_HI - EPHEMERAL_LO + 1;
@@ -481,20 +539,15 @@ int cma_bind_locked(struct cma_id *id, const struct sockaddr *addr)
 
 		for (i = 0; i < range; i++) {
 			port = (uint16_t)(EPHEMERAL_LO + (start + i) % range);
-			if (!port_used(id->id.ps, port))
+			if (!port_used(ps, port))
 				break;
 		}
 		if (i == range)
 			return cma_fail(EADDRNOTAVAIL);
-		cma_addr_set_port(src, port);
 	}
-	if (addr->sa_family == AF_IB) {
-		struct sockaddr_ib *sib = (struct sockaddr_ib *)src;
-		if (!sib->sib_sid)
-			sib->sib_sid = htobe64(((uint64_t)id->id.ps << 16) | port);
-		if (!sib->sib_sid_mask)
-			sib->sib_sid_mask = htobe64(~0ULL);
-	}
+	/* The bound SID is exact (mask ~0), as the kernel's cma_bind_port
+	 * leaves it: a listen on it serves that one service ID. */
+	cma_addr_set_port(src, port);
 	if (p) {
 		cma_set_bound_port(id, p);
 		set_sgid(id, gid_index);
@@ -502,7 +555,7 @@ int cma_bind_locked(struct cma_id *id, const struct sockaddr *addr)
 	id->bound = 1;
 	id->bind_port = port;
 	{
-		uint32_t *cnt = bind_count(id->id.ps, port, 1);
+		uint32_t *cnt = bind_count(ps, port, 1);
 		if (cnt)
 			(*cnt)++;
 	}

@@ -684,6 +684,8 @@ static int svc_add(struct cma_id *id, struct cma_port *p, uint64_t sid, uint64_t
 	struct cma_svc *s;
 	struct cma_svc **ns;
 
+	/* Ids share a service only when the bind table let them hold its port
+	 * together: the SID names one port of one port space. */
 	for (s = g.svcs; s; s = s->next)
 		if (s->port == p && s->sid == sid && s->mask == mask)
 			break;
@@ -755,13 +757,11 @@ CMA_EXPORT int rdma_listen(struct rdma_cm_id *cm_id, int backlog)
 		cma_unlock();
 		return cma_fail(e);
 	}
+	/* Exact for every family, as the kernel's ib_cm_listen: the bind
+	 * made an AF_IB address's SID one port of one port space (mask ~0),
+	 * so no listener catches another port's requests. */
 	sid = cma_service_id(id, &id->id.route.addr.src_addr);
-	mask = 0; /* exact */
-	if (id->id.route.addr.src_addr.sa_family == AF_IB) {
-		mask = be64toh(((struct sockaddr_ib *)&id->id.route.addr.src_addr)->sib_sid_mask);
-		if (mask == ~0ULL)
-			mask = 0;
-	}
+	mask = 0;
 	/* A specific address listens on its port; a wildcard on every port. */
 	for (int dv = 0; dv < g.ndevs; dv++) {
 		for (int i = 0; i < g.devs[dv].nports; i++) {

@@ -240,6 +240,8 @@ struct cma_id {
 	enum cma_state state;
 	int bound;                  /* holds its port in the bind table */
 	uint16_t bind_port;         /* the port it is counted under while bound */
+	enum rdma_port_space bind_ps; /* ... in this port space: id.ps, except for an
+				       * AF_IB address, whose SID selects it */
 	unsigned nev;               /* queued events naming it (owner or ev.id); never
 				     * under-counts, so 0 lets cma_purge_events skip the
 				     * channel walk (O(queue) per destroy otherwise) */
