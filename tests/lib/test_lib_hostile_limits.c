@@ -882,3 +882,189 @@ Test(limits, connections_per_uid_are_refused_at_accept)
 	victim_as(NOBODY - 1);
 	cr_expect_eq(victim_works(), NULL, "root's victim client failed");
 }
+
+/* ---- requests in flight, multicast joins -------------------------------------------------------- */
+
+/* An id of fd on ch whose address is resolved (to node 2); 0 or the step's
+ * errno. */
+static int resolved_id(int fd, uint32_t ch, uint32_t *id)
+{
+	struct usp_resolve_addr x;
+	struct sockaddr_in *d = (struct sockaddr_in *)&x.dst;
+	int err;
+
+	*id = new_id(fd, ch, &err);
+	if (err)
+		return err;
+	memset(&x, 0, sizeof(x));
+	*d = lt_sin("127.10.0.2", 7999);
+	x.timeout_ms = 2000;
+	return req(fd, USP_RESOLVE_ADDR, *id, &x, sizeof(x), -1, NULL, 0);
+}
+
+static int resolve_route(int fd, uint32_t id)
+{
+	struct usp_int t = { .v = 20000 };
+
+	return req(fd, USP_RESOLVE_ROUTE, id, &t, sizeof(t), -1, NULL, 0);
+}
+
+/* As nobody: two clients asking for routes the SA does not answer;
+ * writes {A's accepted, A's refusal, B's accepted, B's refusal, B's after
+ * A destroyed one of its ids, resolves done one after the other}. */
+static void routes_child(int arg, int wr)
+{
+	int a = raw_connect(1), b = raw_connect(1), ma, mb, r[6] = { 0 }, err;
+	uint32_t ca, cb, ida[5], idb[3], x;
+
+	(void)arg;
+	LT_CK(a >= 0 && b >= 0 && hello(a) == 0 && hello(b) == 0);
+	LT_CK(new_chan(a, &ca, &ma) == 0 && new_chan(b, &cb, &mb) == 0);
+	for (int i = 0; i < 5; i++) {
+		LT_CK(resolved_id(a, ca, &ida[i]) == 0);
+		err = resolve_route(a, ida[i]);
+		if (err) {
+			r[1] = err;
+			break;
+		}
+		r[0]++;
+	}
+	for (int i = 0; i < 3; i++) {
+		LT_CK(resolved_id(b, cb, &idb[i]) == 0);
+		err = resolve_route(b, idb[i]);
+		if (err) {
+			r[3] = err;
+			break;
+		}
+		r[2]++;
+	}
+	/* a destroyed id's query no longer counts */
+	LT_CK(req(a, USP_DESTROY_ID, ida[0], NULL, 0, -1, NULL, 0) == 0);
+	r[4] = resolve_route(b, idb[2]);
+	/* resolutions end at once here (the hosts file): ten one after the
+	 * other stay below a limit of 4 in flight */
+	for (int i = 0; i < 10; i++)
+		r[5] += resolved_id(a, ca, &x) == 0;
+	LT_CK(write(wr, r, sizeof(r)) == sizeof(r));
+	pause();
+}
+
+Test(limits, route_queries_in_flight_per_client_and_uid)
+{
+	int rd, r[6];
+	pid_t pid;
+	char *out = NULL;
+
+	start("USCM_MAX_ROUTES=4 USCM_MAX_ROUTES_PER_UID=6 USCM_MAX_RESOLVES=4");
+	/* the SA answers nobody: every route query stays in flight */
+	cr_assert_eq(lt_sh(&out, "%s/uscm-sim fault --dir %s 'drop=100%%,class=0x03' 2>&1", lt_bin(),
+			   getenv("USCM_SIM_DIR")),
+		     0, "%s", out);
+	free(out);
+	pid = spawn_as(NOBODY, routes_child, 0, &rd);
+	child_result(rd, r, sizeof(r), 60000);
+	close(rd);
+	cr_expect_eq(r[0], 4, "client A: %d route queries", r[0]);
+	cr_expect_eq(r[1], EAGAIN, "client A's 5th: %s", strerror(r[1]));
+	cr_expect_eq(r[2], 2, "client B: %d route queries (6 for the uid)", r[2]);
+	cr_expect_eq(r[3], EAGAIN, "client B's 3rd: %s", strerror(r[3]));
+	cr_expect_eq(r[4], 0, "after A destroyed an id: %s", strerror(r[4]));
+	cr_expect_eq(r[5], 10, "%d of 10 resolutions, one after the other", r[5]);
+	/* another uid is not refused, and once the SA answers, connects */
+	victim_as(NOBODY - 1);
+	lt_sh(NULL, "%s/uscm-sim fault --dir %s clear >/dev/null 2>&1", lt_bin(), getenv("USCM_SIM_DIR"));
+	lt_rping_pair(1, 1);
+	reap(pid);
+}
+
+static int join(int fd, uint32_t id, int k)
+{
+	struct usp_join j;
+	struct sockaddr_in *a = (struct sockaddr_in *)&j.addr;
+
+	memset(&j, 0, sizeof(j));
+	*a = lt_sin("239.1.1.1", 0);
+	a->sin_addr.s_addr = htonl(ntohl(a->sin_addr.s_addr) + (uint32_t)k);
+	j.cookie = (uint64_t)k;
+	return req(fd, USP_JOIN_MC, id, &j, sizeof(j), -1, NULL, 0);
+}
+
+/* A UD id whose address is resolved as mckey resolves it (node 1's
+ * address to a group's), its ADDR_RESOLVED read: a device to join on. */
+static uint32_t bound_id(int fd, uint32_t ch, int mine)
+{
+	struct usp_resolve_addr x;
+	struct usp_event ev;
+	struct pollfd pf = { .fd = mine, .events = POLLIN };
+	struct usp_create_id c = { .chan = ch, .ps = RDMA_PS_UDP, .qp_type = IBV_QPT_UD };
+	struct usp_handle h = { 0 };
+	uint32_t id;
+
+	LT_CK(req(fd, USP_CREATE_ID, 0, &c, sizeof(c), -1, &h, sizeof(h)) == 0);
+	id = h.handle;
+	memset(&x, 0, sizeof(x));
+	*(struct sockaddr_in *)&x.src = lt_sin("127.10.0.1", 0);
+	*(struct sockaddr_in *)&x.dst = lt_sin("239.1.1.1", 0);
+	x.has_src = 1;
+	x.timeout_ms = 2000;
+	LT_CK(req(fd, USP_RESOLVE_ADDR, id, &x, sizeof(x), -1, NULL, 0) == 0);
+	LT_CK(poll(&pf, 1, 10000) == 1 && recv(mine, &ev, sizeof(ev), 0) == sizeof(ev));
+	LT_CK(ev.event == RDMA_CM_EVENT_ADDR_RESOLVED);
+	return id;
+}
+
+/* As nobody: {A's joins, A's refusal, B's joins, B's refusal, B's join
+ * after A left one}. */
+static void joins_child(int arg, int wr)
+{
+	int a = raw_connect(1), b = raw_connect(1), ma, mb, r[5] = { 0 }, err = 0, k = 0;
+	uint32_t ca, cb, ia, ib;
+	struct usp_addr left;
+
+	(void)arg;
+	LT_CK(a >= 0 && b >= 0 && hello(a) == 0 && hello(b) == 0);
+	LT_CK(new_chan(a, &ca, &ma) == 0 && new_chan(b, &cb, &mb) == 0);
+	ia = bound_id(a, ca, ma);
+	ib = bound_id(b, cb, mb);
+	while (k < 20 && (err = join(a, ia, k)) == 0)
+		k++;
+	r[0] = k;
+	r[1] = err;
+	for (k = 100; k < 120 && (err = join(b, ib, k)) == 0; k++)
+		r[2]++;
+	r[3] = err;
+	/* the first join done (its MULTICAST_JOIN), then left */
+	for (;;) {
+		struct usp_event ev;
+		struct pollfd pf = { .fd = ma, .events = POLLIN };
+
+		LT_CK(poll(&pf, 1, 10000) == 1 && recv(ma, &ev, sizeof(ev), 0) == sizeof(ev));
+		if (ev.event == RDMA_CM_EVENT_MULTICAST_JOIN && ev.arg == 0)
+			break;
+		LT_CK(ev.event == RDMA_CM_EVENT_MULTICAST_JOIN);
+	}
+	memset(&left, 0, sizeof(left));
+	*(struct sockaddr_in *)&left.addr = lt_sin("239.1.1.1", 0);
+	LT_CK(req(a, USP_LEAVE_MC, ia, &left, sizeof(left), -1, NULL, 0) == 0);
+	r[4] = join(b, ib, 200);
+	LT_CK(write(wr, r, sizeof(r)) == sizeof(r));
+	pause();
+}
+
+Test(limits, multicast_joins_per_client_and_uid)
+{
+	int rd, r[5];
+	pid_t pid;
+
+	start("USCM_MAX_JOINS=8 USCM_MAX_JOINS_PER_UID=12");
+	pid = spawn_as(NOBODY, joins_child, 0, &rd);
+	child_result(rd, r, sizeof(r), 60000);
+	close(rd);
+	cr_expect_eq(r[0], 8, "client A: %d joins", r[0]);
+	cr_expect_eq(r[1], ENOBUFS, "client A's 9th join: %s", strerror(r[1]));
+	cr_expect_eq(r[2], 4, "client B: %d joins (12 for the uid)", r[2]);
+	cr_expect_eq(r[3], ENOBUFS, "client B's 5th join: %s", strerror(r[3]));
+	cr_expect_eq(r[4], 0, "B's join after A left one: %s", strerror(r[4]));
+	victim_as(NOBODY - 1);
+	reap(pid);
+}
