@@ -6,7 +6,7 @@
  * like /dev/infiniband/rdma_cm: isolation is the daemon's — a client acts
  * only on its own ids). Clients are uscm's librdmacm in daemon mode.
  *
- *   uscmd [--socket PATH] [--pcap FILE] [--max-LIMIT N ...] [-v]
+ *   uscmd [--socket PATH] [--pcap FILE] [limit options] [-v]
  *   uscmd --status [--socket PATH]
  *
  * The limits (struct usd_limits: per client, per uid, for the host) are in
