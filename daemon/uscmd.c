@@ -461,6 +461,7 @@ int main(int argc, char **argv)
 	size_t nfixed = sizeof(fixed) / sizeof(fixed[0]);
 	const char *sock = NULL;
 	int want_status = 0, lfd, o;
+	int flush_more = 0; /* a queue's flush ended its turn with room left */
 	struct sigaction sa;
 	struct rlimit rl;
 
@@ -603,7 +604,8 @@ int main(int argc, char **argv)
 		for (struct usd_client *cl = usd.clients; cl; cl = cl->next)
 			pending |= cl->qhead != NULL;
 		/* requests waiting in the ring: look at the fds without sleeping */
-		n = epoll_wait(ep, evs, 256, usd.ring ? 0 : pending ? 5 : -1);
+		n = epoll_wait(ep, evs, 256, usd.ring || flush_more ? 0 : pending ? 5 : -1);
+		flush_more = 0;
 		for (int i = 0; i < n; i++) {
 			int tag = (int)(evs[i].data.u64 & 3);
 			struct usd_client *cl = (struct usd_client *)(uintptr_t)(evs[i].data.u64 >> 2);
@@ -639,8 +641,8 @@ int main(int argc, char **argv)
 		serve_round();
 		for (struct usd_client *cl = usd.clients, *next; cl; cl = next) {
 			next = cl->next;
-			if (cl->qhead)
-				usd_client_flush(cl);
+			if (cl->qhead && usd_client_flush(cl) == 2)
+				flush_more = 1;
 			if (cl->dead)
 				drop_client(cl);
 		}

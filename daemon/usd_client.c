@@ -298,8 +298,13 @@ static void send_event(struct usd_client *cl, uint32_t chan, const struct usp_ev
 
 int usd_client_flush(struct usd_client *cl)
 {
-	while (cl->qhead) {
+	/* a turn's worth: a client reading a 32 MiB backlog fast must not
+	 * hold the loop for tens of ms; the rest goes in the next turns */
+	for (int k = 0; cl->qhead; k++) {
 		struct usd_frame *f = cl->qhead;
+
+		if (k == USD_FLUSH_TURN)
+			return 2;
 
 		if (f->chan < cl->nchans && cl->chans[f->chan] >= 0) {
 			ssize_t n;

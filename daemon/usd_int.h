@@ -174,7 +174,10 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 			int truncated);
 /* Library events of the client -> its channels. */
 void usd_client_events(struct usd_client *cl);
-/* Retries events that waited for room; 1 while some still wait. */
+/* Retries events that waited for room, USD_FLUSH_TURN at most: 0 when none
+ * waits any more, 1 while the channel at the head is full, 2 when the turn
+ * ended with room left (call again at once). */
+#define USD_FLUSH_TURN 256
 int usd_client_flush(struct usd_client *cl);
 /* The client is gone: its ids are destroyed as the kernel does when the
  * rdma_cm fd closes (DREQ / REJ / leave), channels closed. */
