@@ -6,8 +6,11 @@
  * like /dev/infiniband/rdma_cm: isolation is the daemon's — a client acts
  * only on its own ids). Clients are uscm's librdmacm in daemon mode.
  *
- *   uscmd [--socket PATH] [--pcap FILE] [--max-ids N] [--max-chans N] [--max-queued N] [-v]
+ *   uscmd [--socket PATH] [--pcap FILE] [limit options] [-v]
  *   uscmd --status [--socket PATH]
+ *
+ * The limits (struct usd_limits: per client, per uid, for the host) are in
+ * the table `limits` below, each with its option and environment variable.
  *
  * systemd socket activation (uscmd.socket) is used when LISTEN_FDS says so.
  */
@@ -38,21 +41,121 @@ static void on_signal(int sig)
 	stop = 1;
 }
 
+/* Every limit: its option (--NAME), its environment variable, where it is
+ * kept, its default and its range. Table-driven so that the usage, the
+ * options and the environment cannot disagree. */
+struct limit_opt {
+	struct option opt;              /* its name; the value getopt returns is set in main */
+	const char *env;
+	uint64_t *u64;
+	unsigned *u32;
+	uint64_t dflt, min, max;
+	const char *what;
+};
+
+#define MIB (1024ull * 1024)
+static const struct limit_opt limits[] = {
+	{ { "max-ids", required_argument, NULL, 0 }, "USCM_MAX_IDS",
+	  &usd.lim.client[USD_IDS], NULL, 131072, 1, 1u << 20,
+	  "ids per client (EMFILE)" },
+	{ { "max-ids-per-uid", required_argument, NULL, 0 }, "USCM_MAX_IDS_PER_UID",
+	  &usd.lim.uid[USD_IDS], NULL, 131072, 1, 1u << 20,
+	  "ids of all the clients of one uid (EMFILE)" },
+	{ { "max-ids-total", required_argument, NULL, 0 }, "USCM_MAX_IDS_TOTAL",
+	  &usd.lim.total[USD_IDS], NULL, 524288, 1, (1u << 20) - 1,
+	  "ids of the host (ENOMEM)" },
+	{ { "reserve-ids", required_argument, NULL, 0 }, "USCM_RESERVE_IDS",
+	  &usd.lim.reserve[USD_IDS], NULL, 16384, 0, 1u << 20,
+	  "of --max-ids-total, for uid 0 only" },
+	{ { "max-chans", required_argument, NULL, 0 }, "USCM_MAX_CHANS",
+	  &usd.lim.client[USD_CHANS], NULL, 4096, 1, 1u << 20,
+	  "event channels per client (EMFILE)" },
+	{ { "max-chans-per-uid", required_argument, NULL, 0 }, "USCM_MAX_CHANS_PER_UID",
+	  &usd.lim.uid[USD_CHANS], NULL, 4096, 1, 1u << 20,
+	  "event channels of one uid (EMFILE)" },
+	{ { "chan-buffer", required_argument, NULL, 0 }, "USCM_CHAN_BUFFER",
+	  NULL, &usd.lim.chan_buffer, 131072, 4096, 64 * MIB,
+	  "bytes left unread in one channel socket; beyond, events wait in uscmd" },
+	{ { "max-queued", required_argument, NULL, 0 }, "USCM_MAX_QUEUED",
+	  NULL, &usd.lim.max_queued, 65536, 1, 1u << 20,
+	  "events waiting in uscmd for one client" },
+	{ { "max-queued-bytes", required_argument, NULL, 0 }, "USCM_MAX_QUEUED_BYTES",
+	  &usd.lim.client[USD_QBYTES], NULL, 32 * MIB, 4096, 1ull << 40,
+	  "bytes of events waiting in uscmd for one client" },
+	{ { "max-queued-bytes-per-uid", required_argument, NULL, 0 }, "USCM_MAX_QUEUED_BYTES_PER_UID",
+	  &usd.lim.uid[USD_QBYTES], NULL, 64 * MIB, 4096, 1ull << 40,
+	  "the same for all the clients of one uid" },
+	{ { "max-queued-bytes-total", required_argument, NULL, 0 }, "USCM_MAX_QUEUED_BYTES_TOTAL",
+	  &usd.lim.total[USD_QBYTES], NULL, 256 * MIB, 4096, 1ull << 40,
+	  "the same for the host" },
+	{ { "reserve-queued-bytes", required_argument, NULL, 0 }, "USCM_RESERVE_QUEUED_BYTES",
+	  &usd.lim.reserve[USD_QBYTES], NULL, 32 * MIB, 0, 1ull << 40,
+	  "of --max-queued-bytes-total, for uid 0 only" },
+	{ { "max-resolves", required_argument, NULL, 0 }, "USCM_MAX_RESOLVES",
+	  &usd.lim.client[USD_RESOLVES], NULL, 1024, 1, 1u << 20,
+	  "rdma_resolve_addr in flight per client (EAGAIN)" },
+	{ { "max-resolves-per-uid", required_argument, NULL, 0 }, "USCM_MAX_RESOLVES_PER_UID",
+	  &usd.lim.uid[USD_RESOLVES], NULL, 4096, 1, 1u << 20,
+	  "the same per uid (EAGAIN)" },
+	{ { "max-routes", required_argument, NULL, 0 }, "USCM_MAX_ROUTES",
+	  &usd.lim.client[USD_ROUTES], NULL, 1024, 1, 1u << 20,
+	  "rdma_resolve_route in flight per client (EAGAIN)" },
+	{ { "max-routes-per-uid", required_argument, NULL, 0 }, "USCM_MAX_ROUTES_PER_UID",
+	  &usd.lim.uid[USD_ROUTES], NULL, 4096, 1, 1u << 20,
+	  "the same per uid (EAGAIN)" },
+	{ { "max-joins", required_argument, NULL, 0 }, "USCM_MAX_JOINS",
+	  &usd.lim.client[USD_JOINS], NULL, 1024, 1, 1u << 20,
+	  "multicast joins held per client (ENOBUFS)" },
+	{ { "max-joins-per-uid", required_argument, NULL, 0 }, "USCM_MAX_JOINS_PER_UID",
+	  &usd.lim.uid[USD_JOINS], NULL, 4096, 1, 1u << 20,
+	  "the same per uid (ENOBUFS)" },
+	{ { "max-clients-per-uid", required_argument, NULL, 0 }, "USCM_MAX_CLIENTS_PER_UID",
+	  NULL, &usd.lim.clients_per_uid, 1024, 1, 1u << 20,
+	  "connections of one uid; beyond, refused (the library's call fails: EAGAIN)" },
+	{ { "status-rate", required_argument, NULL, 0 }, "USCM_STATUS_RATE",
+	  NULL, &usd.lim.status_per_sec, 10, 1, 1000000,
+	  "--status queries per second per uid, root excepted (EAGAIN)" },
+};
+#define NLIMITS (sizeof(limits) / sizeof(limits[0]))
+
 static void usage(FILE *f, int rc)
 {
 	fprintf(f,
-		"usage: uscmd [--socket PATH] [--pcap FILE] [--max-ids N] [--max-chans N]\n"
-		"             [--max-queued N] [-v]\n"
+		"usage: uscmd [--socket PATH] [--pcap FILE] [limit options, below] [-v]\n"
 		"       uscmd --status [--socket PATH]\n"
 		"  --socket PATH   where clients connect (default $USCM_SOCKET, else %s)\n"
 		"  --pcap FILE     capture every CM and SA MAD of the host (as USCM_PCAP)\n"
-		"  --max-ids N     ids per client (default 131072)\n"
-		"  --max-chans N   event channels per client (default 4096)\n"
-		"  --max-queued N  events held for a client that does not read them (default 65536)\n"
 		"  --status        print the daemon's clients, ids and counters\n"
-		"  -v              a line per client and per bad request on stderr\n",
+		"  -v              a line per client and per bad request on stderr\n"
+		"limits (option, environment variable, default: what):\n",
 		USP_DEFAULT_SOCKET);
+	for (size_t i = 0; i < NLIMITS; i++)
+		fprintf(f, "  --%s N  (%s, %llu): %s\n", limits[i].opt.name, limits[i].env,
+			(unsigned long long)limits[i].dflt, limits[i].what);
 	exit(rc);
+}
+
+static void limit_set(const struct limit_opt *l, uint64_t v)
+{
+	if (l->u64)
+		*l->u64 = v;
+	else
+		*l->u32 = (unsigned)v;
+}
+
+/* A limit's value from an option (fatal when bad) or the environment (a
+ * warning, and the default). 0 when v is not a number in range. */
+static int limit_parse(const struct limit_opt *l, const char *v, uint64_t *out)
+{
+	unsigned long long n;
+	char *end;
+
+	errno = 0;
+	n = strtoull(v, &end, 0);
+	if (!*v || *end || errno || n < l->min || n > l->max)
+		return 0;
+	*out = n;
+	return 1;
 }
 
 static const char *socket_path(const char *opt)
@@ -62,35 +165,6 @@ static const char *socket_path(const char *opt)
 	if (opt)
 		return opt;
 	return e && *e ? e : USP_DEFAULT_SOCKET;
-}
-
-static unsigned parse_limit(const char *name, const char *v)
-{
-	unsigned long n;
-	char *end;
-
-	n = strtoul(v, &end, 0);
-	if (!*v || *end || n == 0 || n > 1u << 20) {
-		fprintf(stderr, "uscmd: %s %s: expected 1..%u\n", name, v, 1u << 20);
-		exit(2);
-	}
-	return (unsigned)n;
-}
-
-static unsigned env_limit(const char *name, unsigned dflt)
-{
-	const char *v = getenv(name);
-	unsigned long n;
-	char *end;
-
-	if (!v || !*v)
-		return dflt;
-	n = strtoul(v, &end, 0);
-	if (*end || n == 0 || n > 1u << 20) {
-		fprintf(stderr, "uscmd: %s=%s: expected 1..%u, using %u\n", name, v, 1u << 20, dflt);
-		return dflt;
-	}
-	return (unsigned)n;
 }
 
 static int mkdir_parent(const char *path)
@@ -182,12 +256,19 @@ static int status_cmd(const char *path)
 		return 1;
 	}
 	usp_hdr_init(&req.h, USP_STATUS, sizeof(req), 1, 0);
-	if (send(fd, &req, sizeof(req), MSG_NOSIGNAL) != sizeof(req) ||
-	    (n = recv(fd, buf, USP_MAX_REPLY, 0)) < (ssize_t)sizeof(r)) {
-		fprintf(stderr, "uscmd: no answer from %s\n", path);
-		return 1;
+	/* the daemon answers a uid's queries at --status-rate a second: a
+	 * query over it waits for the next one (up to 5 s) */
+	for (int tries = 0;; tries++) {
+		if (send(fd, &req, sizeof(req), MSG_NOSIGNAL) != sizeof(req) ||
+		    (n = recv(fd, buf, USP_MAX_REPLY, 0)) < (ssize_t)sizeof(r)) {
+			fprintf(stderr, "uscmd: no answer from %s\n", path);
+			return 1;
+		}
+		memcpy(&r, buf, sizeof(r));
+		if (r.err != EAGAIN || tries >= 50)
+			break;
+		usleep(100 * 1000);
 	}
-	memcpy(&r, buf, sizeof(r));
 	if (r.err) {
 		fprintf(stderr, "uscmd: status: %s\n", strerror(r.err));
 		return 1;
@@ -214,11 +295,112 @@ static void ep_add(int fd, int tag, struct usd_client *cl)
 	epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
 }
 
+static void ready_remove(struct usd_client *cl);
+
 static void drop_client(struct usd_client *cl)
 {
+	ready_remove(cl);
 	epoll_ctl(ep, EPOLL_CTL_DEL, cl->fd, NULL);
 	epoll_ctl(ep, EPOLL_CTL_DEL, cl->ec->fd, NULL);
 	usd_client_free(cl);
+}
+
+/* ---- fair service ----------------------------------------------------------------------------
+ *
+ * The command sockets epoll reports readable are not served at once: a
+ * client with a request waiting joins its uid's list, and its uid the ring
+ * of uids (usd.ring). A round gives each uid of the ring one turn: its
+ * first client serves up to TURN requests and goes to the back of its
+ * uid's list if it has more. A uid with 64 busy clients thus gets as many
+ * turns as one with a single client, and a turn's work is bounded, so a
+ * request waits at most about (uids with work) x TURN requests. */
+#define TURN 4  /* an RTU (no answer) and the call after it fit in a turn */
+
+static void ready_push(struct usd_client *cl)
+{
+	struct usd_uid *u = cl->u;
+
+	cl->ready = 1;
+	cl->rnext = NULL;
+	cl->rprev = u->rtail;
+	if (u->rtail)
+		u->rtail->rnext = cl;
+	else
+		u->rhead = cl;
+	u->rtail = cl;
+	if (!u->in_ring) {
+		/* the ring is circular: usd.ring is its next turn */
+		u->in_ring = 1;
+		if (!usd.ring) {
+			u->rnext = u->rprev = u;
+			usd.ring = u;
+		} else {
+			u->rnext = usd.ring;
+			u->rprev = usd.ring->rprev;
+			usd.ring->rprev->rnext = u;
+			usd.ring->rprev = u;
+		}
+		usd.nring++;
+	}
+}
+
+static void ring_remove(struct usd_uid *u)
+{
+	if (!u->in_ring)
+		return;
+	if (u->rnext == u) {
+		usd.ring = NULL;
+	} else {
+		u->rprev->rnext = u->rnext;
+		u->rnext->rprev = u->rprev;
+		if (usd.ring == u)
+			usd.ring = u->rnext;
+	}
+	u->in_ring = 0;
+	usd.nring--;
+}
+
+static void ready_remove(struct usd_client *cl)
+{
+	struct usd_uid *u = cl->u;
+
+	if (!cl->ready)
+		return;
+	if (cl->rprev)
+		cl->rprev->rnext = cl->rnext;
+	else
+		u->rhead = cl->rnext;
+	if (cl->rnext)
+		cl->rnext->rprev = cl->rprev;
+	else
+		u->rtail = cl->rprev;
+	cl->ready = 0;
+	cl->rnext = cl->rprev = NULL;
+	if (!u->rhead)
+		ring_remove(u);
+}
+
+static int serve(struct usd_client *cl);
+
+/* One round of the ring: every uid in it at the start gets one turn. */
+static void serve_round(void)
+{
+	unsigned n = usd.nring;
+
+	while (n-- && usd.ring) {
+		struct usd_uid *u = usd.ring;
+		struct usd_client *cl = u->rhead;
+		int k = 0;
+
+		usd.ring = u->rnext; /* the next uid's turn comes next */
+		ready_remove(cl);    /* may take u out of the ring */
+		while (k < TURN && !cl->dead && serve(cl))
+			k++;
+		/* a full turn: more may wait (a short one read EAGAIN, and
+		 * epoll says when the next comes) */
+		if (k == TURN && !cl->dead)
+			ready_push(cl);
+	}
 }
 
 /* One request from cl; 1 when one was served, 0 when none was waiting. */
@@ -268,42 +450,75 @@ static int serve(struct usd_client *cl)
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
+	static const struct option fixed[] = {
 		{ "socket", required_argument, NULL, 's' },
 		{ "pcap", required_argument, NULL, 'p' },
-		{ "max-ids", required_argument, NULL, 'i' },
-		{ "max-chans", required_argument, NULL, 'c' },
-		{ "max-queued", required_argument, NULL, 'q' },
 		{ "status", no_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
 	};
+	struct option opts[sizeof(fixed) / sizeof(fixed[0]) + NLIMITS + 1];
+	size_t nfixed = sizeof(fixed) / sizeof(fixed[0]);
 	const char *sock = NULL;
 	int want_status = 0, lfd, o;
+	int flush_more = 0; /* a queue's flush ended its turn with room left */
 	struct sigaction sa;
 	struct rlimit rl;
 
-	/* defaults, or USCM_MAX_IDS / USCM_MAX_CHANS / USCM_MAX_QUEUED from the
-	 * environment (a fabric's daemons get their limits that way) */
-	usd.lim.max_ids = env_limit("USCM_MAX_IDS", 131072);
-	usd.lim.max_chans = env_limit("USCM_MAX_CHANS", 4096);
-	usd.lim.max_queued = env_limit("USCM_MAX_QUEUED", 65536);
+	memcpy(opts, fixed, sizeof(fixed));
+	for (size_t i = 0; i < NLIMITS; i++) {
+		opts[nfixed + i] = limits[i].opt;
+		opts[nfixed + i].val = 1000 + (int)i;
+	}
+	memset(&opts[nfixed + NLIMITS], 0, sizeof(opts[0]));
+	/* defaults, or the environment (a fabric's daemons get their limits
+	 * that way: USCM_MAX_IDS, ...), or the options */
+	for (size_t i = 0; i < NLIMITS; i++) {
+		const char *v = getenv(limits[i].env);
+		uint64_t n = limits[i].dflt;
+
+		if (v && *v && !limit_parse(&limits[i], v, &n)) {
+			fprintf(stderr, "uscmd: %s=%s: expected %llu..%llu, using %llu\n", limits[i].env, v,
+				(unsigned long long)limits[i].min, (unsigned long long)limits[i].max,
+				(unsigned long long)limits[i].dflt);
+			n = limits[i].dflt;
+		}
+		limit_set(&limits[i], n);
+	}
 	while ((o = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
 		switch (o) {
 		case 's': sock = optarg; break;
 		case 'p': setenv("USCM_PCAP", optarg, 1); break;
-		case 'i': usd.lim.max_ids = parse_limit("--max-ids", optarg); break;
-		case 'c': usd.lim.max_chans = parse_limit("--max-chans", optarg); break;
-		case 'q': usd.lim.max_queued = parse_limit("--max-queued", optarg); break;
 		case 'S': want_status = 1; break;
 		case 'v': usd.verbose = 1; break;
 		case 'h': usage(stdout, 0); break;
-		default: usage(stderr, 2);
+		default:
+			if (o >= 1000 && o < 1000 + (int)NLIMITS) {
+				const struct limit_opt *l = &limits[o - 1000];
+				uint64_t n;
+
+				if (!limit_parse(l, optarg, &n)) {
+					fprintf(stderr, "uscmd: --%s %s: expected %llu..%llu\n", l->opt.name, optarg,
+						(unsigned long long)l->min, (unsigned long long)l->max);
+					exit(2);
+				}
+				limit_set(l, n);
+				break;
+			}
+			usage(stderr, 2);
 		}
 	}
 	if (optind != argc)
 		usage(stderr, 2);
+	/* a reserve as large as the budget would leave nothing to the others */
+	for (int r = 0; r < USD_NRES; r++)
+		if (usd.lim.total[r] && usd.lim.reserve[r] >= usd.lim.total[r]) {
+			fprintf(stderr, "uscmd: the reserve for root (%llu %s) must be below the host's "
+					"budget (%llu)\n",
+				(unsigned long long)usd.lim.reserve[r], usd_res_name((enum usd_res)r),
+				(unsigned long long)usd.lim.total[r]);
+			exit(2);
+		}
 	if (want_status)
 		return status_cmd(socket_path(sock));
 	/* the host's CM runs here: never a client of another daemon */
@@ -376,7 +591,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "uscmd: serving %s\n",
 			lfd == 3 && getenv("LISTEN_FDS") ? "the socket systemd passed" : socket_path(sock));
 	while (!stop) {
-		struct epoll_event evs[64];
+		struct epoll_event evs[256];
 		int pending = 0, n;
 
 		/* the events this thread queued (a MAD received, a request
@@ -388,7 +603,9 @@ int main(int argc, char **argv)
 					usd_client_events(cl);
 		for (struct usd_client *cl = usd.clients; cl; cl = cl->next)
 			pending |= cl->qhead != NULL;
-		n = epoll_wait(ep, evs, 64, pending ? 5 : -1);
+		/* requests waiting in the ring: look at the fds without sleeping */
+		n = epoll_wait(ep, evs, 256, usd.ring || flush_more ? 0 : pending ? 5 : -1);
+		flush_more = 0;
 		for (int i = 0; i < n; i++) {
 			int tag = (int)(evs[i].data.u64 & 3);
 			struct usd_client *cl = (struct usd_client *)(uintptr_t)(evs[i].data.u64 >> 2);
@@ -399,7 +616,11 @@ int main(int argc, char **argv)
 				int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 
 				if (cfd >= 0) {
-					struct usd_client *nc = usd_client_new(cfd);
+					struct usd_client *nc;
+
+					if (usd_client_refuse(cfd))
+						continue;
+					nc = usd_client_new(cfd);
 
 					if (!nc) {
 						close(cfd);
@@ -409,19 +630,19 @@ int main(int argc, char **argv)
 					ep_add(nc->ec->fd, TAG_EV, nc);
 				}
 			} else if (tag == TAG_CMD) {
-				/* a few requests per wake-up: a client's RTU request
-				 * (no answer) is followed by its next call */
-				for (int k = 0; k < 8 && !cl->dead && serve(cl); k++)
-					;
+				/* served in its uid's turn (serve_round) */
+				if (!cl->ready && !cl->dead)
+					ready_push(cl);
 			} else if (tag == TAG_EV) {
 				if (!cl->dead)
 					usd_client_events(cl);
 			}
 		}
+		serve_round();
 		for (struct usd_client *cl = usd.clients, *next; cl; cl = next) {
 			next = cl->next;
-			if (cl->qhead)
-				usd_client_flush(cl);
+			if (cl->qhead && usd_client_flush(cl) == 2)
+				flush_more = 1;
 			if (cl->dead)
 				drop_client(cl);
 		}

@@ -4,8 +4,10 @@
  * Every request frame is checked whole (usp_check_request) before a field
  * is read; a bad one is answered with an error and changes nothing. A
  * request names ids by handle and is served only for the client's own
- * (usd_id_get). Per-client limits bound what one process can make the
- * daemon hold: ids, channels, events queued for a channel it does not read.
+ * (usd_id_get). Limits per client, per uid and for the host
+ * (usd_limits.c) bound what a process, and a user with many processes,
+ * can make the daemon hold: ids, channels, events queued for a channel it
+ * does not read, resolves and route queries in flight, multicast joins.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -13,9 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <linux/sockios.h>
 
 #include <rdma/uscm_stats.h>
 
@@ -106,6 +112,38 @@ static void qp_attrs_of(struct rdma_cm_id *cm, struct usp_qp_attrs *qa)
 
 /* ---- clients ------------------------------------------------------------------------------- */
 
+int usd_client_refuse(int fd)
+{
+	struct {
+		struct usp_reply r;
+	} m;
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	struct usd_uid *u;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0)
+		return 0; /* usd_client_new fails on it too */
+	u = usd_uid_get(cr.uid, 0);
+	if (!u || u->nclients < usd.lim.clients_per_uid)
+		return 0;
+	/* the reply to the HELLO the library sends first, so that its first
+	 * call fails with EAGAIN and says why, rather than finding the
+	 * socket closed (which reads as "no daemon", and a library in auto
+	 * mode would then try in-process mode) */
+	memset(&m, 0, sizeof(m));
+	usp_hdr_init(&m.r.h, USP_REPLY | USP_HELLO, sizeof(m), 0, 0);
+	m.r.err = EAGAIN;
+	send(fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL);
+	usd.clients_refused++;
+	if (usd.verbose || usd.clients_refused == 1)
+		fprintf(stderr, "uscmd: pid %d uid %u: refused: %u connections of that uid already "
+				"(--max-clients-per-uid)%s\n",
+			(int)cr.pid, (unsigned)cr.uid, u->nclients,
+			usd.verbose ? "" : "; further refusals are counted in --status");
+	close(fd);
+	return 1;
+}
+
 struct usd_client *usd_client_new(int fd)
 {
 	struct usd_client *cl = calloc(1, sizeof(*cl));
@@ -114,6 +152,11 @@ struct usd_client *usd_client_new(int fd)
 	if (!cl)
 		return NULL;
 	if (usd_cred_take(fd, &cr) < 0) {
+		free(cl);
+		return NULL;
+	}
+	cl->u = usd_uid_get(cr.uid, 1);
+	if (!cl->u) {
 		free(cl);
 		return NULL;
 	}
@@ -127,9 +170,11 @@ struct usd_client *usd_client_new(int fd)
 	cl->num = ++usd.next_client;
 	cl->ec = rdma_create_event_channel();
 	if (!cl->ec) {
+		usd_uid_put(cl->u);
 		free(cl);
 		return NULL;
 	}
+	cl->u->nclients++;
 	fcntl(cl->ec->fd, F_SETFL, fcntl(cl->ec->fd, F_GETFL) | O_NONBLOCK);
 	cl->next = usd.clients;
 	if (usd.clients)
@@ -157,15 +202,20 @@ void usd_client_free(struct usd_client *cl)
 	}
 	rdma_destroy_event_channel(cl->ec);
 	for (unsigned i = 0; i < cl->nchans; i++)
-		if (cl->chans[i] >= 0)
+		if (cl->chans[i] >= 0) {
 			close(cl->chans[i]);
+			usd_uncharge(cl, USD_CHANS, 1);
+		}
 	free(cl->chans);
 	while (cl->qhead) {
 		struct usd_frame *f = cl->qhead;
 
 		cl->qhead = f->next;
+		usd_uncharge(cl, USD_QBYTES, sizeof(*f));
 		free(f);
 	}
+	cl->u->nclients--;
+	usd_uid_put(cl->u);
 	*cl->pprev = cl->next;
 	if (cl->next)
 		cl->next->pprev = cl->pprev;
@@ -178,13 +228,39 @@ void usd_client_free(struct usd_client *cl)
 
 /* ---- events --------------------------------------------------------------------------------- */
 
+/* Whether the channel socket may take another frame: the kernel memory an
+ * unread channel holds is bounded by --chan-buffer, not by the socket's
+ * send buffer, which its client may have raised (up to wmem_max) on a
+ * copy of the fd it kept. SIOCOUTQ: the bytes (truesize) not yet read. */
+static int chan_room(int fd)
+{
+	int q = 0;
+
+	return ioctl(fd, SIOCOUTQ, &q) < 0 || (unsigned)q < usd.lim.chan_buffer;
+}
+
+/* Which limit a frame more in cl's queue is over (err: usd_charge's). */
+static const char *queue_limit(const struct usd_client *cl, int err)
+{
+	const uint64_t n = sizeof(struct usd_frame);
+
+	if (err == EMFILE)
+		return "--max-queued";
+	if (cl->use[USD_QBYTES] + n > usd.lim.client[USD_QBYTES])
+		return "--max-queued-bytes";
+	if (cl->u->use[USD_QBYTES] + n > usd.lim.uid[USD_QBYTES])
+		return "--max-queued-bytes-per-uid";
+	return "--max-queued-bytes-total";
+}
+
 static void send_event(struct usd_client *cl, uint32_t chan, const struct usp_event *ev)
 {
 	struct usd_frame *f;
+	int err;
 
 	if (chan >= cl->nchans || cl->chans[chan] < 0)
 		return; /* the channel is gone: nobody to tell */
-	if (!cl->qhead) {
+	if (!cl->qhead && chan_room(cl->chans[chan])) {
 		ssize_t n = send(cl->chans[chan], ev, sizeof(*ev), MSG_DONTWAIT | MSG_NOSIGNAL);
 
 		if (n == (ssize_t)sizeof(*ev))
@@ -192,14 +268,20 @@ static void send_event(struct usd_client *cl, uint32_t chan, const struct usp_ev
 		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
 			return; /* the client closed its end */
 	}
-	if (cl->nqueued >= usd.lim.max_queued) {
-		fprintf(stderr, "uscmd: client %u (pid %d) does not read its events (%u queued): dropped\n",
-			cl->num, (int)cl->pid, cl->nqueued);
+	err = cl->nqueued >= usd.lim.max_queued ? EMFILE : usd_charge(cl, USD_QBYTES, sizeof(*f));
+	if (err) {
+		/* a CM event cannot be refused: the client that does not read
+		 * them goes (a user event is refused before it is posted) */
+		fprintf(stderr, "uscmd: client %u (pid %d uid %u) does not read its events (%u queued, "
+				"%llu bytes; %s): dropped\n",
+			cl->num, (int)cl->pid, (unsigned)cl->uid, cl->nqueued,
+			(unsigned long long)cl->use[USD_QBYTES], queue_limit(cl, err));
 		cl->dead = 1;
 		return;
 	}
 	f = malloc(sizeof(*f));
 	if (!f) {
+		usd_uncharge(cl, USD_QBYTES, sizeof(*f));
 		cl->dead = 1;
 		return;
 	}
@@ -216,13 +298,20 @@ static void send_event(struct usd_client *cl, uint32_t chan, const struct usp_ev
 
 int usd_client_flush(struct usd_client *cl)
 {
-	while (cl->qhead) {
+	/* a turn's worth: a client reading a 32 MiB backlog fast must not
+	 * hold the loop for tens of ms; the rest goes in the next turns */
+	for (int k = 0; cl->qhead; k++) {
 		struct usd_frame *f = cl->qhead;
 
-		if (f->chan < cl->nchans && cl->chans[f->chan] >= 0) {
-			ssize_t n = send(cl->chans[f->chan], &f->ev, sizeof(f->ev),
-					 MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (k == USD_FLUSH_TURN)
+			return 2;
 
+		if (f->chan < cl->nchans && cl->chans[f->chan] >= 0) {
+			ssize_t n;
+
+			if (!chan_room(cl->chans[f->chan]))
+				return 1;
+			n = send(cl->chans[f->chan], &f->ev, sizeof(f->ev), MSG_DONTWAIT | MSG_NOSIGNAL);
 			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 				return 1;
 		}
@@ -230,6 +319,7 @@ int usd_client_flush(struct usd_client *cl)
 		if (!cl->qhead)
 			cl->qtail = NULL;
 		cl->nqueued--;
+		usd_uncharge(cl, USD_QBYTES, sizeof(*f));
 		free(f);
 	}
 	return 0;
@@ -259,8 +349,9 @@ void usd_client_events(struct usd_client *cl)
 			struct rdma_cm_id *nc = ev->id;
 
 			lid = ev->listen_id->context;
-			id = cl->nids < usd.lim.max_ids && lid->pending < (unsigned)lid->backlog
-				? usd_id_new(cl, nc, lid->chan) : NULL;
+			/* usd_id_new counts it against the client, its uid and
+			 * the host */
+			id = lid->pending < (unsigned)lid->backlog ? usd_id_new(cl, nc, lid->chan) : NULL;
 			if (!id) {
 				if (lid->pending >= (unsigned)lid->backlog)
 					cl->backlog_rejects++;
@@ -274,6 +365,17 @@ void usd_client_events(struct usd_client *cl)
 			lid->pending++;
 		} else {
 			id = ev->id->context;
+		}
+		/* the end of a request in flight: its count is released */
+		if ((ev->event == RDMA_CM_EVENT_ADDR_RESOLVED || ev->event == RDMA_CM_EVENT_ADDR_ERROR) &&
+		    id->resolving) {
+			id->resolving = 0;
+			usd_uncharge(cl, USD_RESOLVES, 1);
+		}
+		if ((ev->event == RDMA_CM_EVENT_ROUTE_RESOLVED || ev->event == RDMA_CM_EVENT_ROUTE_ERROR) &&
+		    id->routing) {
+			id->routing = 0;
+			usd_uncharge(cl, USD_ROUTES, 1);
 		}
 		memset(f, 0, sizeof(*f));
 		usp_hdr_init(&f->h, USP_EVENT, sizeof(*f), 0, id->handle);
@@ -350,32 +452,35 @@ static int chan_ok(const struct usd_client *cl, uint32_t chan)
 	return chan < cl->nchans && cl->chans[chan] >= 0;
 }
 
+/* fd: checked by usd_req_fd (an AF_UNIX SOCK_SEQPACKET end whose peer is
+ * of the client's uid). Its send buffer is left as the client made it (at
+ * most net.core.wmem_max): events beyond it, or beyond --chan-buffer,
+ * wait in uscmd's queue, which the limits bound. */
 static int chan_add(struct usd_client *cl, int fd, uint32_t *out)
 {
-	struct stat st;
 	unsigned i;
-	int big = 1 << 22;
+	int err;
 
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
-		return EBADF;
 	for (i = 0; i < cl->nchans; i++)
 		if (cl->chans[i] < 0)
 			break;
+	if (i == cl->nchans && cl->nchans >= usd.lim.client[USD_CHANS])
+		return EMFILE;
+	err = usd_admit(cl, USD_CHANS, 1);
+	if (err) {
+		cl->limit_refusals++;
+		return err;
+	}
 	if (i == cl->nchans) {
-		int *n;
+		int *n = realloc(cl->chans, (cl->nchans + 1) * sizeof(*n));
 
-		if (cl->nchans >= usd.lim.max_chans)
-			return EMFILE;
-		n = realloc(cl->chans, (cl->nchans + 1) * sizeof(*n));
 		if (!n)
 			return ENOMEM;
 		cl->chans = n;
 		cl->nchans++;
 	}
-	/* room for bursts (10k connections at once); beyond it, events wait
-	 * in cl->qhead, bounded by max_queued */
-	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big)) < 0)
-		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+	usd_charge(cl, USD_CHANS, 1);
+	cl->nchans_live++;
 	shutdown(fd, SHUT_RD);
 	cl->chans[i] = fd;
 	*out = i;
@@ -410,6 +515,32 @@ static void conn_param(const struct usp_conn *b, int accept, struct rdma_conn_pa
 	p->private_data_len = (uint8_t)b->pdata_len;
 }
 
+/* A token bucket per uid: --status-rate a second, as many at once; root's
+ * are not limited (the operator's, and root can stop the daemon anyway). */
+static int status_allowed(struct usd_client *cl)
+{
+	struct usd_uid *u = cl->u;
+	struct timespec ts;
+	uint64_t now;
+	double cap = usd.lim.status_per_sec;
+
+	if (cl->uid == 0)
+		return 1;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	if (!u->status_ns)
+		u->status_tokens = cap;
+	else
+		u->status_tokens += (double)(now - u->status_ns) * cap / 1e9;
+	if (u->status_tokens > cap)
+		u->status_tokens = cap;
+	u->status_ns = now;
+	if (u->status_tokens < 1)
+		return 0;
+	u->status_tokens -= 1;
+	return 1;
+}
+
 static int errno_of(int rc)
 {
 	return rc < 0 ? (errno ? errno : EIO) : 0;
@@ -433,7 +564,7 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		struct usp_qp_attrs qa;
 	} r;
 	size_t rlen = 0;
-	int err, rc = 0;
+	int err, rc = 0, chan_err;
 
 	memset(&h, 0, sizeof(h));
 	memcpy(&h, buf, n < sizeof(h) ? n : sizeof(h));
@@ -446,16 +577,14 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		if (usd.verbose)
 			fprintf(stderr, "uscmd: client %u: bad request (op %u, %zu bytes): %s\n", cl->num,
 				h.op, n, strerror(err));
-		if (fd_in >= 0)
-			close(fd_in);
+		usd_req_fd(err, h.op, fd_in, cl->uid, &chan_err);
 		reply(cl, h.op < USP_OP_MAX ? h.op : 0, h.seq, err, NULL, 0);
 		return;
 	}
 	cl->requests++;
-	if (h.op != USP_CHAN_CREATE && fd_in >= 0) {
-		close(fd_in); /* only a new channel carries an fd */
-		fd_in = -1;
-	}
+	/* only a new channel keeps its fd, and only an event channel end of
+	 * this client's uid (usd_fd.c): root must not write into anything else */
+	fd_in = usd_req_fd(0, h.op, fd_in, cl->uid, &chan_err);
 	switch (h.op) {
 	case USP_HELLO: case USP_CHAN_CREATE: case USP_CHAN_DESTROY: case USP_CREATE_ID:
 	case USP_STATS: case USP_STATUS:
@@ -479,12 +608,12 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 			break;
 		}
 		r.hello.client = cl->num;
-		r.hello.max_ids = usd.lim.max_ids;
+		r.hello.max_ids = (uint32_t)usd.lim.client[USD_IDS];
 		rlen = sizeof(r.hello);
 		break;
 	}
 	case USP_CHAN_CREATE:
-		err = chan_add(cl, fd_in, &r.chan.chan);
+		err = chan_err ? chan_err : chan_add(cl, fd_in, &r.chan.chan);
 		if (err && fd_in >= 0)
 			close(fd_in);
 		rlen = sizeof(r.chan);
@@ -499,6 +628,8 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		}
 		close(cl->chans[x.chan]);
 		cl->chans[x.chan] = -1;
+		cl->nchans_live--;
+		usd_uncharge(cl, USD_CHANS, 1);
 		break;
 	}
 	case USP_CREATE_ID: {
@@ -512,8 +643,10 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 			err = EINVAL;
 			break;
 		}
-		if (cl->nids >= usd.lim.max_ids) {
-			err = EMFILE;
+		/* before the library's id exists: a refusal costs nothing */
+		err = usd_admit(cl, USD_IDS, 1);
+		if (err) {
+			cl->limit_refusals++;
 			break;
 		}
 		if (rdma_create_id(cl->ec, &cm, NULL, (enum rdma_port_space)x.ps) < 0) {
@@ -524,7 +657,7 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		cma_id_set_caller(cm, &cl->caller);
 		id = usd_id_new(cl, cm, x.chan);
 		if (!id) {
-			err = ENOMEM;
+			err = errno ? errno : ENOMEM;
 			rdma_destroy_id(cm);
 			break;
 		}
@@ -560,8 +693,15 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		struct usp_resolve_addr x;
 
 		memcpy(&x, b, sizeof(x));
+		/* counted until its ADDR_RESOLVED / ADDR_ERROR (or the id goes) */
+		if (!id->resolving && (err = usd_charge(cl, USD_RESOLVES, 1)) != 0)
+			break;
 		err = errno_of(rdma_resolve_addr(id->cm, x.has_src ? (struct sockaddr *)&x.src : NULL,
 						 (struct sockaddr *)&x.dst, x.timeout_ms));
+		if (err && !id->resolving)
+			usd_uncharge(cl, USD_RESOLVES, 1);
+		else
+			id->resolving = 1;
 		snap_of(id->cm, &r.snap);
 		rlen = sizeof(r.snap);
 		break;
@@ -570,7 +710,14 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		struct usp_int x;
 
 		memcpy(&x, b, sizeof(x));
+		/* counted until its ROUTE_RESOLVED / ROUTE_ERROR (or the id goes) */
+		if (!id->routing && (err = usd_charge(cl, USD_ROUTES, 1)) != 0)
+			break;
 		err = errno_of(rdma_resolve_route(id->cm, x.v));
+		if (err && !id->routing)
+			usd_uncharge(cl, USD_ROUTES, 1);
+		else
+			id->routing = 1;
 		snap_of(id->cm, &r.snap);
 		rlen = sizeof(r.snap);
 		break;
@@ -689,7 +836,15 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		a.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
 		a.join_flags = x.flags;
 		a.addr = (struct sockaddr *)&x.addr;
+		/* held until rdma_leave_multicast or the id's destruction */
+		err = usd_charge(cl, USD_JOINS, 1);
+		if (err)
+			break;
 		err = errno_of(rdma_join_multicast_ex(id->cm, &a, (void *)(uintptr_t)x.cookie));
+		if (err)
+			usd_uncharge(cl, USD_JOINS, 1);
+		else
+			id->joins++;
 		break;
 	}
 	case USP_LEAVE_MC: {
@@ -697,6 +852,10 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 
 		memcpy(&x, b, sizeof(x));
 		err = errno_of(rdma_leave_multicast(id->cm, (struct sockaddr *)&x.addr));
+		if (!err && id->joins) {
+			id->joins--;
+			usd_uncharge(cl, USD_JOINS, 1);
+		}
 		break;
 	}
 	case USP_POST_EVENT: {
@@ -706,6 +865,17 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		if (x.event != RDMA_CM_EVENT_USER && x.event != RDMA_CM_EVENT_ADDRINFO_RESOLVED &&
 		    x.event != RDMA_CM_EVENT_ADDRINFO_ERROR) {
 			err = EINVAL;
+			break;
+		}
+		/* behind frames already waiting in uscmd, or for a full
+		 * channel, it would wait in uscmd too: refused at the queue's
+		 * limits rather than posted and its client dropped for it (a CM
+		 * event cannot be refused) */
+		if ((cl->qhead || (chan_ok(cl, id->chan) && !chan_room(cl->chans[id->chan]))) &&
+		    (cl->nqueued >= usd.lim.max_queued ||
+		     usd_admit(cl, USD_QBYTES, sizeof(struct usd_frame)) != 0)) {
+			err = ENOMEM;
+			cl->limit_refusals++;
 			break;
 		}
 		err = errno_of(cma_post_event(id->cm, (enum rdma_cm_event_type)x.event, x.status, x.arg));
@@ -731,14 +901,21 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		rlen = sizeof(r.stats);
 		break;
 	case USP_STATUS: {
-		char *t = malloc(USP_MAX_REPLY - sizeof(struct usp_reply));
+		char *t;
 		size_t tl;
 
+		/* it walks every client: a uid asking in a loop would take the
+		 * main loop's time from everyone else */
+		if (!status_allowed(cl)) {
+			err = EAGAIN;
+			break;
+		}
+		t = malloc(USP_MAX_REPLY - sizeof(struct usp_reply));
 		if (!t) {
 			err = ENOMEM;
 			break;
 		}
-		tl = usd_status(t, USP_MAX_REPLY - sizeof(struct usp_reply));
+		tl = usd_status(t, USP_MAX_REPLY - sizeof(struct usp_reply), cl->uid);
 		reply(cl, h.op, h.seq, 0, t, tl);
 		free(t);
 		return;
@@ -754,10 +931,11 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 	reply(cl, h.op, h.seq, err, &r, rlen);
 }
 
-size_t usd_status(char *buf, size_t size)
+size_t usd_status(char *buf, size_t size, uid_t viewer)
 {
 	struct uscm_stats s;
 	size_t o = 0;
+	unsigned others = 0, others_ids = 0;
 
 #define OUT(...)                                                                        \
 	do {                                                                            \
@@ -771,6 +949,22 @@ size_t usd_status(char *buf, size_t size)
 	OUT("uscmd: pid %d, %u clients (%llu since start), %zu ids, %llu malformed requests\n",
 	    (int)getpid(), usd.nclients, (unsigned long long)usd.clients_total, usd_id_count(),
 	    (unsigned long long)usd.malformed);
+	OUT("host: ids=%llu/%llu queued_bytes=%llu/%llu clients_refused=%llu\n",
+	    (unsigned long long)usd.use[USD_IDS], (unsigned long long)usd.lim.total[USD_IDS],
+	    (unsigned long long)usd.use[USD_QBYTES], (unsigned long long)usd.lim.total[USD_QBYTES],
+	    (unsigned long long)usd.clients_refused);
+	/* the limits in force (per client / per uid), and what the viewer's
+	 * uid holds of each */
+	{
+		struct usd_uid *vu = usd_uid_get(viewer, 0);
+
+		OUT("limits (client/uid, yours):");
+		for (int r = 0; r < USD_NRES; r++)
+			OUT(" %s=%llu/%llu,%llu", usd_res_name((enum usd_res)r),
+			    (unsigned long long)usd.lim.client[r], (unsigned long long)usd.lim.uid[r],
+			    (unsigned long long)(vu ? vu->use[r] : 0));
+		OUT(" clients_per_uid=%u,%u\n", usd.lim.clients_per_uid, vu ? vu->nclients : 0);
+	}
 	OUT("cm: ports=%llu conns_live=%llu conns_total=%llu half_open=%llu rx_mads=%llu "
 	    "tx_mads=%llu rx_malformed=%llu rx_stray=%llu retransmits=%llu timeouts=%llu\n",
 	    (unsigned long long)s.ports, (unsigned long long)s.conns_live,
@@ -786,19 +980,28 @@ size_t usd_status(char *buf, size_t size)
 		pthread_mutex_unlock(&g.lock);
 		OUT("engine: conns=%zu timers=%zu\n", conns, timers);
 	}
-	OUT("%-6s %-8s %-6s %-6s %-6s %-9s %-10s %-10s %-9s %-7s %s\n", "client", "pid", "uid", "ids",
-	    "chans", "requests", "errors", "events", "connects", "estab", "backlog_rej");
+	OUT("%-6s %-8s %-6s %-6s %-6s %-9s %-10s %-10s %-9s %-7s %-11s %s\n", "client", "pid", "uid",
+	    "ids", "chans", "requests", "errors", "events", "connects", "estab", "backlog_rej",
+	    "limit_rej");
+	/* another uid's clients (pid, uid, what it does) are root's to see:
+	 * a user sees its own, and how many others there are */
 	for (struct usd_client *cl = usd.clients; cl; cl = cl->next) {
-		unsigned nch = 0;
-
-		for (unsigned i = 0; i < cl->nchans; i++)
-			nch += cl->chans[i] >= 0;
-		OUT("%-6u %-8d %-6u %-6u %-6u %-9llu %-10llu %-10llu %-9llu %-7llu %llu\n", cl->num,
-		    (int)cl->pid, (unsigned)cl->uid, cl->nids, nch, (unsigned long long)cl->requests,
-		    (unsigned long long)cl->errors, (unsigned long long)cl->events,
-		    (unsigned long long)cl->connects, (unsigned long long)cl->established,
-		    (unsigned long long)cl->backlog_rejects);
+		if (viewer != 0 && cl->uid != viewer) {
+			others++;
+			others_ids += cl->nids;
+			continue;
+		}
+		if (o + 1 >= size)
+			continue; /* full: only counted */
+		OUT("%-6u %-8d %-6u %-6u %-6u %-9llu %-10llu %-10llu %-9llu %-7llu %-11llu %llu\n", cl->num,
+		    (int)cl->pid, (unsigned)cl->uid, cl->nids, cl->nchans_live,
+		    (unsigned long long)cl->requests, (unsigned long long)cl->errors,
+		    (unsigned long long)cl->events, (unsigned long long)cl->connects,
+		    (unsigned long long)cl->established, (unsigned long long)cl->backlog_rejects,
+		    (unsigned long long)cl->limit_refusals);
 	}
+	if (viewer != 0)
+		OUT("(%u clients of other users, %u ids: shown to root only)\n", others, others_ids);
 #undef OUT
 	return o;
 }

@@ -56,13 +56,14 @@ struct usd_id *usd_id_new(struct usd_client *cl, struct rdma_cm_id *cm, uint32_t
 {
 	struct usd_id *id;
 	uint32_t s;
+	int err = usd_charge(cl, USD_IDS, 1);
 
-	if (!nfree && grow() < 0) {
-		errno = ENOMEM;
+	if (err) {
+		errno = err;
 		return NULL;
 	}
-	id = calloc(1, sizeof(*id));
-	if (!id) {
+	if ((!nfree && grow() < 0) || !(id = calloc(1, sizeof(*id)))) {
+		usd_uncharge(cl, USD_IDS, 1);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -110,6 +111,15 @@ void usd_id_free(struct usd_id *id)
 	if (id->next)
 		id->next->pprev = id->pprev;
 	id->cl->nids--;
+	/* what the id held goes with it: its outstanding requests end as the
+	 * kernel's rdma_destroy_id cancels them, its joins are left */
+	usd_uncharge(id->cl, USD_IDS, 1);
+	if (id->resolving)
+		usd_uncharge(id->cl, USD_RESOLVES, 1);
+	if (id->routing)
+		usd_uncharge(id->cl, USD_ROUTES, 1);
+	if (id->joins)
+		usd_uncharge(id->cl, USD_JOINS, id->joins);
 	slots[s] = NULL;
 	freelist[nfree++] = s;
 	used--;

@@ -19,6 +19,7 @@
 
 #include "lib/cma_int.h"
 #include "lib/usp_proto.h"
+#include "daemon/usd_fd.h"
 
 struct usd_client;
 
@@ -35,6 +36,11 @@ struct usd_id {
 	int backlog;                    /* a listener's; 0 otherwise */
 	unsigned pending;               /* a listener's unanswered requests */
 	uint32_t listener;              /* a new id: whose backlog it counts in (0: none) */
+	/* outstanding requests counted against its client (usd_limits.c):
+	 * a resolve until ADDR_RESOLVED / ADDR_ERROR, a route query until
+	 * ROUTE_RESOLVED / ROUTE_ERROR, multicast joins until left */
+	uint8_t resolving, routing;
+	unsigned joins;
 	struct usd_id *next, **pprev;   /* cl->ids */
 };
 
@@ -44,10 +50,42 @@ struct usd_frame {                      /* an event waiting for room */
 	struct usp_event ev;
 };
 
+/* What a client can make uscmd hold, counted per client, per uid and for
+ * the host (usd_limits.c; docs/operators.md "Limits and options"). */
+enum usd_res {
+	USD_IDS,                        /* daemon ids (CREATE_ID, CONNECT_REQUEST's new id) */
+	USD_CHANS,                      /* event channel sockets */
+	USD_QBYTES,                     /* bytes of frames in uscmd's queue (struct usd_frame) */
+	USD_RESOLVES,                   /* outstanding RESOLVE_ADDR */
+	USD_ROUTES,                     /* outstanding RESOLVE_ROUTE (SA queries) */
+	USD_JOINS,                      /* multicast joins held */
+	USD_NRES
+};
+
 struct usd_limits {
-	unsigned max_ids;               /* per client */
-	unsigned max_chans;             /* per client */
-	unsigned max_queued;            /* events waiting for a full channel, per client */
+	uint64_t client[USD_NRES];      /* per client connection */
+	uint64_t uid[USD_NRES];         /* all the clients of one uid */
+	uint64_t total[USD_NRES];       /* the host (0: only the per-uid ones) */
+	uint64_t reserve[USD_NRES];     /* of total, only uid 0 may use */
+	unsigned max_queued;            /* frames waiting for a full channel, per client */
+	unsigned clients_per_uid;       /* connections of one uid; beyond: refused at accept */
+	unsigned chan_buffer;           /* bytes uscmd leaves unread in one channel socket */
+	unsigned status_per_sec;        /* USP_STATUS per second per uid (not root) */
+};
+
+/* One uid's clients: what they hold together, and its place in the main
+ * loop's round robin (uscmd.c): each uid with a request waiting gets one
+ * turn per round, however many clients it has. */
+struct usd_uid {
+	struct usd_uid *hnext;          /* hash chain */
+	uid_t uid;
+	unsigned nclients;
+	uint64_t use[USD_NRES];
+	struct usd_client *rhead, *rtail;   /* its clients with a request waiting */
+	struct usd_uid *rnext, *rprev;      /* the round robin of uids */
+	int in_ring;
+	double status_tokens;           /* USP_STATUS rate limit (token bucket) */
+	uint64_t status_ns;             /* when the bucket was last filled */
 };
 
 /* usd_cred.c: the peer of a new connection (SO_PEERCRED, pinned by a
@@ -76,10 +114,16 @@ struct usd_client {
 	unsigned nids;
 	struct usd_frame *qhead, *qtail;
 	unsigned nqueued;
+	uint64_t use[USD_NRES];         /* what it holds (usd_limits.c) */
+	unsigned nchans_live;           /* channels open (cl->chans not -1) */
+	struct usd_uid *u;              /* its uid's accounting */
+	struct usd_client *rnext, *rprev;   /* u's clients with a request waiting */
+	int ready;                      /* on that list */
 	int dead;                       /* to be dropped at the end of the loop turn */
 	/* counters (uscmd --status) */
 	uint64_t requests, errors, events, connects, established, ids_total;
 	uint64_t backlog_rejects;       /* connection requests refused: backlog full */
+	uint64_t limit_refusals;        /* requests refused by a limit (usd_charge) */
 };
 
 struct usd_global {
@@ -90,8 +134,25 @@ struct usd_global {
 	int verbose;
 	uint64_t malformed;             /* requests refused by usp_check_request */
 	uint64_t clients_total;
+	uint64_t use[USD_NRES];         /* the host's */
+	uint64_t clients_refused;       /* connections refused: --max-clients-per-uid */
+	struct usd_uid *ring;           /* uids with a client whose request waits */
+	unsigned nring;
 };
 extern struct usd_global usd;
+
+/* usd_limits.c */
+struct usd_uid *usd_uid_get(uid_t uid, int create);
+void usd_uid_put(struct usd_uid *u);    /* frees it when no client is left */
+/* Whether cl may hold n more of r: 0, or the errno of the limit it is at
+ * (docs/operators.md): per client / per uid EMFILE (ids, channels),
+ * EAGAIN (outstanding resolves, route queries), ENOBUFS (multicast
+ * joins), ENOMEM (queued bytes); the host's budget ENOMEM. uid 0 may use
+ * the reserve of the host's budget. */
+int usd_admit(const struct usd_client *cl, enum usd_res r, uint64_t n);
+int usd_charge(struct usd_client *cl, enum usd_res r, uint64_t n);   /* usd_admit, then counted */
+void usd_uncharge(struct usd_client *cl, enum usd_res r, uint64_t n);
+const char *usd_res_name(enum usd_res r);
 
 /* usd_ids.c: the host-wide handle table */
 struct usd_id *usd_id_new(struct usd_client *cl, struct rdma_cm_id *cm, uint32_t chan);
@@ -103,18 +164,26 @@ size_t usd_id_count(void);
 
 /* usd_client.c */
 struct usd_client *usd_client_new(int fd);
+/* A connection over its uid's --max-clients-per-uid: answered with a
+ * HELLO reply carrying EAGAIN and closed (the library reports it). 1 when
+ * refused. */
+int usd_client_refuse(int fd);
 /* Serves one request frame (already read, n bytes, with fd_in passed or -1):
  * writes the reply. */
 void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int fd_in,
 			int truncated);
 /* Library events of the client -> its channels. */
 void usd_client_events(struct usd_client *cl);
-/* Retries events that waited for room; 1 while some still wait. */
+/* Retries events that waited for room, USD_FLUSH_TURN at most: 0 when none
+ * waits any more, 1 while the channel at the head is full, 2 when the turn
+ * ended with room left (call again at once). */
+#define USD_FLUSH_TURN 256
 int usd_client_flush(struct usd_client *cl);
 /* The client is gone: its ids are destroyed as the kernel does when the
  * rdma_cm fd closes (DREQ / REJ / leave), channels closed. */
 void usd_client_free(struct usd_client *cl);
-/* uscmd --status text into buf. */
-size_t usd_status(char *buf, size_t size);
+/* uscmd --status text into buf, as uid viewer may see it (another uid's
+ * clients only for root, counted otherwise). */
+size_t usd_status(char *buf, size_t size, uid_t viewer);
 
 #endif

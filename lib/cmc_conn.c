@@ -265,6 +265,22 @@ static int conn_get(int fresh)
 	req.b.version = USP_VERSION;
 	req.b.pid = (uint32_t)self_pid();
 	n = xfer(fd, &req, sizeof(req), -1, &rep, sizeof(rep));
+	/* a daemon that refuses this process (its uid has as many
+	 * connections as uscmd allows, --max-clients-per-uid) answers the
+	 * hello with EAGAIN and closes at once, maybe before the hello went
+	 * out: the refusal is then still to be read */
+	if (n < 0)
+		n = (int)recv(fd, &rep, sizeof(rep), MSG_DONTWAIT);
+	if (n >= (int)sizeof(rep.r) && rep.r.h.op == (USP_REPLY | USP_HELLO) && rep.r.err == EAGAIN) {
+		close(fd);
+		if (!cmc.refused++)
+			fprintf(stderr, "uscm: uscmd (%s) refused this process: its user has as many "
+					"connections as uscmd allows (--max-clients-per-uid); calls fail "
+					"with EAGAIN\n",
+				cmc_socket_path());
+		errno = EAGAIN;
+		return -1;
+	}
 	if (n != (int)sizeof(rep) || rep.r.err) {
 		close(fd);
 		errno = ENODEV;
@@ -282,7 +298,10 @@ int cmc_probe(void)
 	int ok;
 
 	pthread_mutex_lock(&cmc.call_lock);
-	ok = conn_get(1) >= 0;
+	/* refused for now (EAGAIN): a daemon serves this host all the same,
+	 * so the process uses it (and its calls say why they fail) rather
+	 * than falling back to in-process mode */
+	ok = conn_get(1) >= 0 || errno == EAGAIN;
 	pthread_mutex_unlock(&cmc.call_lock);
 	return ok;
 }
@@ -318,8 +337,8 @@ int cmc_call(uint16_t op, uint32_t id, const void *body, size_t blen, void *rep,
 	pthread_mutex_lock(&cmc.call_lock);
 	fd = conn_get(op == USP_CHAN_CREATE || op == USP_STATS || op == USP_HELLO);
 	if (fd < 0) {
+		err = errno == EAGAIN ? EAGAIN : ENODEV;
 		pthread_mutex_unlock(&cmc.call_lock);
-		err = ENODEV;
 		goto out;
 	}
 	usp_hdr_init((struct usp_hdr *)req, op, sizeof(struct usp_hdr) + blen, ++cmc.seq, id);

@@ -84,6 +84,7 @@ struct cmc_global {
 	unsigned gen;                   /* bumped at every new connection */
 	uint32_t seq;
 	uint32_t client;                /* the daemon's number for us */
+	unsigned refused;               /* connections uscmd refused (EAGAIN): said once */
 	struct cmc_id **tab;            /* handle hash */
 	unsigned tabsz, nids;
 };

@@ -14,7 +14,13 @@
  *                    end the library hands to the daemon (SCM_RIGHTS) in
  *                    USP_CHAN_CREATE; the daemon writes events into it, so
  *                    the channel fd is readable exactly while an event is
- *                    waiting, as the kernel's rdma_cm fd.
+ *                    waiting, as the kernel's rdma_cm fd. The daemon keeps
+ *                    only an AF_UNIX SOCK_SEQPACKET end whose peer is of the
+ *                    client's uid (EBADF: not a socket, EINVAL: another
+ *                    socket), since it writes into it as root.
+ *
+ * A connection over its uid's limit of connections is answered, before it
+ * asks anything, with a USP_HELLO reply carrying EAGAIN, and closed.
  *
  * A client never sends a MAD: it names its ids by the handles the daemon
  * gave it, and the daemon builds every MAD itself.

@@ -5,12 +5,30 @@
  * (memcpy(&x, body, n - header)), so an accepted frame must fit that struct
  * exactly as the op says. The sizes are derived here again, from the
  * structs, not from the decoder's table.
+ *
+ * A frame can carry an fd (SCM_RIGHTS): the first input byte picks its
+ * kind — none, a regular file, a pipe, an eventfd, a UDP socket, a
+ * datagram unix socket connected to a bound one, a seqpacket socketpair
+ * end, a stream socket, a listening or an unconnected seqpacket socket —
+ * and the second whether the client is of this process's uid. The frame
+ * and the fd then go through the daemon's own disposal (daemon/usd_fd.c):
+ * only a well-formed USP_CHAN_CREATE keeps an fd, only a seqpacket end
+ * whose peer is of the client's uid, and every other fd is closed.
  */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include "daemon/usd_fd.h"
 #include "lib/usp_proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -58,16 +76,151 @@ static int expect(uint16_t op, size_t *fixed, size_t *whole, size_t *count_off, 
 	}
 }
 
+enum fd_kind {
+	FD_NONE, FD_FILE, FD_PIPE, FD_EVENTFD, FD_UDP, FD_DGRAM_CONNECTED, FD_SEQPACKET_PAIR,
+	FD_STREAM, FD_SEQPACKET_LISTENING, FD_SEQPACKET_UNCONNECTED, FD_KINDS
+};
+
+/* An fd of kind k (the ends it needs kept in extra[], -1 when none), or -1. */
+static int make_fd(int k, int extra[2])
+{
+	int sv[2], fd = -1;
+
+	extra[0] = extra[1] = -1;
+	switch (k) {
+	case FD_FILE:
+		return open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	case FD_PIPE:
+		if (pipe2(sv, O_CLOEXEC) < 0)
+			return -1;
+		extra[0] = sv[0];
+		return sv[1];
+	case FD_EVENTFD:
+		return eventfd(0, EFD_CLOEXEC);
+	case FD_UDP: {
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(9),
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+
+		fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (fd >= 0)
+			connect(fd, (struct sockaddr *)&a, sizeof(a));
+		return fd;
+	}
+	case FD_DGRAM_CONNECTED: {
+		/* "another local service": a bound datagram socket (abstract
+		 * name, gone with the process) and a socket connected to it */
+		struct sockaddr_un a;
+		socklen_t len;
+
+		memset(&a, 0, sizeof(a));
+		a.sun_family = AF_UNIX;
+		len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+				  (size_t)snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, "uscm-fuzz-%d",
+						   (int)getpid()));
+		extra[0] = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (extra[0] < 0 || bind(extra[0], (struct sockaddr *)&a, len) < 0)
+			return -1;
+		fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (fd >= 0 && connect(fd, (struct sockaddr *)&a, len) < 0) {
+			close(fd);
+			fd = -1;
+		}
+		return fd;
+	}
+	case FD_SEQPACKET_PAIR:
+	case FD_STREAM:
+		if (socketpair(AF_UNIX, (k == FD_STREAM ? SOCK_STREAM : SOCK_SEQPACKET) | SOCK_CLOEXEC, 0,
+			       sv) < 0)
+			return -1;
+		extra[0] = sv[0];
+		return sv[1];
+	case FD_SEQPACKET_LISTENING:
+		fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		if (fd >= 0) {
+			struct sockaddr_un a = { .sun_family = AF_UNIX };
+
+			/* autobind (an abstract name of the kernel's choice) */
+			bind(fd, (struct sockaddr *)&a, sizeof(sa_family_t));
+			listen(fd, 1);
+		}
+		return fd;
+	case FD_SEQPACKET_UNCONNECTED:
+		return socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	default:
+		return -1;
+	}
+}
+
+/* The fd travelled with the frame: the daemon keeps it exactly when the
+ * frame is a well-formed USP_CHAN_CREATE and the fd a channel end of the
+ * client's uid, and closes it otherwise. */
+static void check_fd(int kind, int same_uid, const uint8_t *f, size_t size, int rc)
+{
+	int extra[2], fd = make_fd(kind, extra), keep, cerr, want;
+	uid_t uid = same_uid ? geteuid() : geteuid() + 1;
+	struct usp_hdr h;
+	uint16_t op = 0;
+
+	if (size >= sizeof(h)) {
+		memcpy(&h, f, sizeof(h));
+		op = (uint16_t)(h.op & ~USP_F_NOREPLY);
+	}
+	if (kind != FD_NONE && fd < 0)
+		goto out; /* could not be made here (no room for fds): nothing to check */
+	keep = usd_req_fd(rc, op, fd, uid, &cerr);
+	want = rc == 0 && op == USP_CHAN_CREATE && kind == FD_SEQPACKET_PAIR && same_uid;
+	if (want != (keep >= 0))
+		abort();
+	if (keep >= 0 && keep != fd)
+		abort();
+	/* refused: closed, and nothing written into it (its other end reads
+	 * nothing) */
+	if (keep < 0 && fd >= 0 && fcntl(fd, F_GETFD) != -1)
+		abort();
+	if (rc == 0 && op == USP_CHAN_CREATE) {
+		/* why: EBADF for no fd or not a socket, EINVAL for the wrong socket */
+		int sock = kind >= FD_UDP;
+
+		if (keep < 0 && cerr != (sock ? EINVAL : EBADF))
+			abort();
+	} else if (cerr) {
+		abort();
+	}
+	/* the far end (the pair's other end, the bound datagram socket) got
+	 * nothing: a pipe's read end has no recv */
+	if (extra[0] >= 0 && kind != FD_PIPE) {
+		char c;
+
+		if (recv(extra[0], &c, 1, MSG_DONTWAIT) > 0)
+			abort();
+	}
+	if (keep >= 0)
+		close(keep);
+out:
+	for (int i = 0; i < 2; i++)
+		if (extra[i] >= 0)
+			close(extra[i]);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	/* a copy of exactly size bytes: ASan catches any read past it */
-	uint8_t *f = malloc(size ? size : 1);
+	uint8_t *f;
 	struct usp_hdr h;
 	size_t fixed, whole, coff, max;
-	int rc;
+	int rc, kind = FD_NONE, same_uid = 1;
 
+	/* the fd's kind and the client's uid, then the frame */
+	if (size >= 2) {
+		kind = data[0] % FD_KINDS;
+		same_uid = !(data[1] & 1);
+		data += 2;
+		size -= 2;
+	}
+	/* a copy of exactly size bytes: ASan catches any read past it */
+	f = malloc(size ? size : 1);
 	memcpy(f, data, size);
 	rc = usp_check_request(f, size);
+	check_fd(kind, same_uid, f, size, rc);
 	if (rc != 0 && rc != EPROTO && rc != EMSGSIZE && rc != EBADMSG)
 		abort();
 	if (rc == 0) {
