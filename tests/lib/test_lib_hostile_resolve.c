@@ -78,6 +78,9 @@ static void net_up(int daemon)
 	out = NULL;
 	if (daemon) {
 		lt_fabric_start_daemon("roce", 2);
+		/* the daemons get the fabric's hosts file, which names
+		 * 127.10.0.2: emptied, uscmd resolves it through ARP */
+		cr_assert_eq(lt_sh(NULL, ": >'%s/hosts'", getenv("USCM_SIM_DIR")), 0);
 		for (int n = 1; n <= 2; n++) {
 			rc = lt_sh(&out, "ip netns exec %s %s/uscm-sim uscmd --dir %s node%d restart 2>&1",
 				   n == 1 ? nsa : nsb, lt_bin(), getenv("USCM_SIM_DIR"), n);
