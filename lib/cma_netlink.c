@@ -406,6 +406,12 @@ int nlr_transact(const struct nlr_sock *s, void *req, size_t len, int timeout_ms
 		if (n < 0) {
 			if (errno == EINTR || errno == EAGAIN)
 				continue;
+			if (errno == ENOBUFS && s->other) {
+				/* a subscribed socket overran: notifications were
+				 * lost (not our answer, which is still to come) */
+				s->other(s->arg, NULL, 0);
+				continue;
+			}
 			return -errno;
 		}
 		for (struct nlmsghdr *h = &buf.h; NLMSG_OK(h, (unsigned)n); h = NLMSG_NEXT(h, n)) {

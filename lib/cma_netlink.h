@@ -102,7 +102,8 @@ int nlr_membership(int fd, unsigned grp, int on);
 
 /* A socket lookups run on, and what to do with the messages on it that
  * are not the answer (a subscribed socket's notifications, the answers of
- * earlier requests): other(arg, message, its length) — NULL drops them.
+ * earlier requests): other(arg, message, its length) — NULL drops them;
+ * other(arg, NULL, 0) when some were lost (ENOBUFS: the socket overran).
  * fd < 0: a socket of its own per lookup, in this process's network
  * namespace (opened, used once, closed). */
 struct nlr_sock {

@@ -443,6 +443,15 @@ struct cma_resolver *cma_resolver_of(const struct cma_caller *c)
 	fd = nlr_open(0);
 	if (fd < 0)
 		return NULL;
+	{
+		/* room for a burst of neighbour notifications (a host's ARP
+		 * cache refreshing) before ENOBUFS makes every awaited
+		 * neighbour be looked at again; root may go beyond rmem_max */
+		int sz = 1 << 20;
+
+		if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)) < 0)
+			(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	}
 	if (!(own = cma_resolver_new(fd)))
 		close(fd);
 	return own;

@@ -427,8 +427,14 @@ Test(hresolve, ten_thousand_unanswered_in_uscmd)
 	cr_expect_eq(t2, t0, "uscmd's threads after: %d (before: %d)", t2, t0);
 	cr_expect_eq(f2, f0, "uscmd's fds after: %d (before: %d)", f2, f0);
 	grow = r1 - r0;
+#ifndef USCM_SANITIZED
 	cr_expect_leq(r2, r0 + 4096, "uscmd's RSS: %ld kB before, %ld kB with the requests, %ld kB after",
 		      r0, r1, r2);
+#else
+	/* ASan's allocator keeps freed memory in quarantine (and malloc_trim
+	 * is glibc's): RSS says nothing there; the leak check does */
+	(void)r2;
+#endif
 	tf_warn("uscmd with %d requests waiting: threads %d -> %d, fds %d -> %d, RSS %ld -> %ld kB "
 		"(+%ld), after: threads %d, fds %d, RSS %ld kB",
 		HOSTILE_N, t0, t1, f0, f1, r0, r1, grow, t2, f2, r2);
