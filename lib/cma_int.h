@@ -623,8 +623,11 @@ struct cma_nr_req {
  * (c->ns) needs that namespace's resolver: ENOSYS until namespaces exist. */
 struct cma_resolver *cma_resolver_of(const struct cma_caller *c);
 /* A resolver over fd, a NETLINK_ROUTE socket of any namespace (taken:
- * cma_resolver_free closes it); NULL/ENOMEM. cma_resolver_free ends every
- * request still waiting on it with -ENODEV. */
+ * cma_resolver_free closes it); NULL/ENOMEM. Its neighbours are asked for
+ * with NTF_USE only (the kernel checks CAP_NET_ADMIN of whoever opened
+ * the socket too): the datagram fallback would leave from this process's
+ * namespace. cma_resolver_free ends every request still waiting on it
+ * with -ENODEV (g.lock held for both). */
 struct cma_resolver *cma_resolver_new(int fd);
 void cma_resolver_free(struct cma_resolver *r);
 /* The socket for the route / link / neighbour lookups of r's namespace

@@ -66,6 +66,7 @@ struct cma_resolver {
 	int subscribed;             /* RTNLGRP_NEIGH joined (while anything waits) */
 	int watched;                /* fd is in the progress thread's epoll set */
 	int use_denied;             /* NTF_USE refused (EPERM): datagrams instead */
+	int local;                  /* this process's namespace: datagrams may trigger */
 	uint32_t seq;
 	struct cma_nwait *nbs, **nbs_tail;
 	struct cma_nr_req **heap;   /* min-heap on deadline */
@@ -223,12 +224,17 @@ static void req_unlink(struct cma_nr_req *q)
  * (CAP_NET_ADMIN; the kernel's neigh_event_send, what its own address
  * resolution calls); without the right, a datagram to the discard port
  * makes the kernel resolve the next hop as for any traffic. */
-static void nb_datagram(const struct cma_nwait *nb)
+static void nb_datagram(const struct cma_resolver *r, const struct cma_nwait *nb)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl;
 	int s;
 
+	/* an IP socket is made in this process's namespace: from another
+	 * namespace's resolver it would ask the wrong kernel tables (that
+	 * one has NTF_USE only, and the kernel's own resolution) */
+	if (!r->local)
+		return;
 	memset(&ss, 0, sizeof(ss));
 	if (nb->family == AF_INET) {
 		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
@@ -244,8 +250,6 @@ static void nb_datagram(const struct cma_nwait *nb)
 		a->sin6_scope_id = (uint32_t)nb->oif;
 		sl = sizeof(*a);
 	}
-	/* this process's namespace: right for the own resolver only (a
-	 * resolver of another namespace needs NTF_USE) */
 	s = socket(nb->family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s >= 0) {
 		(void)sendto(s, "", 0, 0, (struct sockaddr *)&ss, sl);
@@ -266,7 +270,7 @@ static void nb_trigger(struct cma_resolver *r, struct cma_nwait *nb, cmp_time no
 	if (!r->use_denied && n && geteuid() == 0 &&
 	    sendto(r->fd, req, n, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to)) >= 0)
 		return;
-	nb_datagram(nb);
+	nb_datagram(r, nb);
 }
 
 /* The next look at nb: its entry, answered on the socket (cma_resolver_msg). */
@@ -343,7 +347,7 @@ static void resolver_msg(void *arg, const struct nlmsghdr *h, size_t len)
 				 * the socket was made): datagrams from now on */
 				nb->use_seq = 0;
 				r->use_denied = 1;
-				nb_datagram(nb);
+				nb_datagram(r, nb);
 				return;
 			}
 		}
@@ -454,6 +458,8 @@ struct cma_resolver *cma_resolver_of(const struct cma_caller *c)
 	}
 	if (!(own = cma_resolver_new(fd)))
 		close(fd);
+	else
+		own->local = 1;
 	return own;
 }
 
