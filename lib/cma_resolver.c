@@ -513,9 +513,15 @@ int cma_resolver_wait(struct cma_resolver *r, struct cma_nr_req *q, int family, 
 	q->nprev = &nb->waiters;
 	nb->waiters = q;
 	subscribe(r, 1);
-	/* a new neighbour: asked for at once unless the kernel asks already */
-	if (fresh && !(nb->state & NUD_INCOMPLETE))
-		nb_trigger(r, nb, now);
+	if (fresh) {
+		/* a new neighbour: asked for at once unless the kernel asks
+		 * already, and looked at once more now that the socket is
+		 * subscribed: an answer that came between the caller's
+		 * lookup and the subscription was notified to nobody */
+		if (!(nb->state & NUD_INCOMPLETE))
+			nb_trigger(r, nb, now);
+		nb_check(r, nb, now);
+	}
 	cma_kick_timers();
 	return 0;
 }
