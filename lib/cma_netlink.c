@@ -276,6 +276,45 @@ int nlr_parse_neigh(const struct nlmsghdr *h, size_t len, struct nlr_neigh *n)
 	return rem == 0 || rem < (int)sizeof(struct rtattr) ? 0 : -EBADMSG;
 }
 
+int nlr_parse_error_neigh(const struct nlmsghdr *h, size_t len, uint16_t *type,
+			  struct nlr_neigh *n)
+{
+	const struct nlmsgerr *err;
+	const struct nlmsghdr *rq;
+	const struct ndmsg *nd;
+	struct rtattr *a;
+	size_t have;
+	int rem, e = nlr_parse_error(h, len);
+
+	if (e == -ENOMSG || e == -EBADMSG)
+		return e;
+	err = NLMSG_DATA(h);
+	/* the request follows the errno: its header, and (unless the socket
+	 * asked for NETLINK_CAP_ACK) its body */
+	if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*err)))
+		return -EBADMSG;
+	rq = &err->msg;
+	have = h->nlmsg_len - NLMSG_LENGTH(sizeof(*err)) + sizeof(*rq);
+	if (rq->nlmsg_len < NLMSG_LENGTH(sizeof(*nd)) || rq->nlmsg_len > have ||
+	    (rq->nlmsg_type != RTM_GETNEIGH && rq->nlmsg_type != RTM_NEWNEIGH))
+		return -ENOMSG;
+	nd = NLMSG_DATA(rq);
+	memset(n, 0, sizeof(*n));
+	n->family = nd->ndm_family;
+	n->ifindex = nd->ndm_ifindex;
+	n->state = nd->ndm_state;
+	n->flags = nd->ndm_flags;
+	FOR_ATTRS(rq, sizeof(struct ndmsg), a, rem) {
+		if (a->rta_type == NDA_DST) {
+			if (addr_attr(a, n->family, n->dst))
+				return -EBADMSG;
+			n->has_dst = 1;
+		}
+	}
+	*type = rq->nlmsg_type;
+	return e;
+}
+
 int nlr_parse_link(const struct nlmsghdr *h, size_t len, struct nlr_link *l)
 {
 	const struct ifinfomsg *ifi;

@@ -76,6 +76,14 @@ int nlr_parse_link(const struct nlmsghdr *h, size_t len, struct nlr_link *l);
  * not one. */
 int nlr_parse_error(const struct nlmsghdr *h, size_t len);
 
+/* An NLMSG_ERROR (or ACK) answering a neighbour request (RTM_GETNEIGH, or
+ * RTM_NEWNEIGH with NTF_USE): the request's type in *type and its family,
+ * interface and destination in n (the kernel echoes the request), and the
+ * errno it carries (<= 0); -ENOMSG when h is no such answer (another
+ * request's, or NETLINK_CAP_ACK cut the echo short); -EBADMSG. */
+int nlr_parse_error_neigh(const struct nlmsghdr *h, size_t len, uint16_t *type,
+			  struct nlr_neigh *n);
+
 /* The kernel's NUD_VALID: an entry whose link-layer address may be used
  * (PERMANENT, NOARP, REACHABLE, PROBE, STALE, DELAY). */
 int nlr_neigh_valid(uint16_t state);

@@ -49,11 +49,11 @@
 /* One neighbour entry awaited by one or more requests. */
 struct cma_nwait {
 	struct cma_nwait *next, **pprev; /* res->nbs, ascending next_check */
+	struct cma_nwait *hnext;    /* its bucket of res->tab */
+	unsigned hash;
 	int family, oif;
 	uint8_t ip[16];
 	uint16_t state;             /* last known NUD_*; NUD_NONE: none / unknown */
-	uint32_t get_seq;           /* our last RTM_GETNEIGH for it */
-	uint32_t use_seq;           /* our last RTM_NEWNEIGH NTF_USE for it */
 	cmp_time next_check;
 	cmp_time last_trigger;      /* 0: never */
 	struct cma_nr_req *waiters;
@@ -69,6 +69,10 @@ struct cma_resolver {
 	int local;                  /* this process's namespace: datagrams may trigger */
 	uint32_t seq;
 	struct cma_nwait *nbs, **nbs_tail;
+	/* the same, by (family, interface, address): what arrives on the
+	 * socket names its neighbour, and a client may await thousands */
+	struct cma_nwait **tab;
+	unsigned tabsz, nnb;
 	struct cma_nr_req **heap;   /* min-heap on deadline */
 	unsigned n, cap;
 };
@@ -178,12 +182,71 @@ static void nb_append(struct cma_resolver *r, struct cma_nwait *nb)
 	r->nbs_tail = &nb->next;
 }
 
+static unsigned nb_hash(int family, int oif, const uint8_t *ip)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	h = (h ^ (uint32_t)family) * 16777619u;
+	h = (h ^ (uint32_t)oif) * 16777619u;
+	for (int i = 0; i < alen(family); i++)
+		h = (h ^ ip[i]) * 16777619u;
+	return h;
+}
+
 static struct cma_nwait *nb_find(struct cma_resolver *r, int family, int oif, const uint8_t *ip)
 {
-	for (struct cma_nwait *nb = r->nbs; nb; nb = nb->next)
+	if (!r->tabsz)
+		return NULL;
+	for (struct cma_nwait *nb = r->tab[nb_hash(family, oif, ip) & (r->tabsz - 1)]; nb;
+	     nb = nb->hnext)
 		if (nb->family == family && nb->oif == oif && !memcmp(nb->ip, ip, (size_t)alen(family)))
 			return nb;
 	return NULL;
+}
+
+/* nb into the table, which doubles when it holds two per bucket: 0, or -1
+ * (no memory for the first table). */
+static int nb_hash_add(struct cma_resolver *r, struct cma_nwait *nb)
+{
+	if (r->nnb >= 2 * r->tabsz) {
+		unsigned nsz = r->tabsz ? r->tabsz * 2 : 64;
+		struct cma_nwait **nt = calloc(nsz, sizeof(*nt));
+
+		if (nt) {
+			for (unsigned i = 0; i < r->tabsz; i++)
+				while (r->tab[i]) {
+					struct cma_nwait *x = r->tab[i];
+
+					r->tab[i] = x->hnext;
+					x->hnext = nt[x->hash & (nsz - 1)];
+					nt[x->hash & (nsz - 1)] = x;
+				}
+			free(r->tab);
+			r->tab = nt;
+			r->tabsz = nsz;
+		} else if (!r->tabsz) {
+			return -1;
+		} /* else: longer chains, still right */
+	}
+	nb->hash = nb_hash(nb->family, nb->oif, nb->ip);
+	nb->hnext = r->tab[nb->hash & (r->tabsz - 1)];
+	r->tab[nb->hash & (r->tabsz - 1)] = nb;
+	r->nnb++;
+	return 0;
+}
+
+static void nb_hash_del(struct cma_resolver *r, struct cma_nwait *nb)
+{
+	struct cma_nwait **pp = &r->tab[nb->hash & (r->tabsz - 1)];
+
+	while (*pp != nb)
+		pp = &(*pp)->hnext;
+	*pp = nb->hnext;
+	if (!--r->nnb) {
+		free(r->tab); /* as the heap: nothing kept once nothing waits */
+		r->tab = NULL;
+		r->tabsz = 0;
+	}
 }
 
 static void subscribe(struct cma_resolver *r, int on)
@@ -198,6 +261,7 @@ static void subscribe(struct cma_resolver *r, int on)
 
 static void nb_free(struct cma_resolver *r, struct cma_nwait *nb)
 {
+	nb_hash_del(r, nb);
 	nb_unlink(r, nb);
 	free(nb);
 	if (!r->nbs)
@@ -264,9 +328,11 @@ static void nb_trigger(struct cma_resolver *r, struct cma_nwait *nb, cmp_time no
 	size_t n;
 
 	nb->last_trigger = now;
-	nb->use_seq = ++r->seq | 0x80000000u;
-	n = nlr_build_neigh_use(req, sizeof(req), nb->use_seq, nb->family, nb->oif, nb->ip);
-	/* the ACK (or EPERM: use_denied) arrives with the notifications */
+	n = nlr_build_neigh_use(req, sizeof(req), ++r->seq | 0x80000000u, nb->family, nb->oif, nb->ip);
+	/* No ACK: only an error comes back (EPERM: use_denied), with the
+	 * notifications; an ACK per trigger is nothing but work. */
+	if (n)
+		((struct nlmsghdr *)(void *)req)->nlmsg_flags &= (uint16_t)~NLM_F_ACK;
 	if (!r->use_denied && n && geteuid() == 0 &&
 	    sendto(r->fd, req, n, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to)) >= 0)
 		return;
@@ -280,8 +346,7 @@ static void nb_check(struct cma_resolver *r, struct cma_nwait *nb, cmp_time now)
 	struct sockaddr_nl to = { .nl_family = AF_NETLINK };
 	size_t n;
 
-	nb->get_seq = ++r->seq | 0x80000000u;
-	n = nlr_build_getneigh(req, sizeof(req), nb->get_seq, nb->family, nb->oif, nb->ip);
+	n = nlr_build_getneigh(req, sizeof(req), ++r->seq | 0x80000000u, nb->family, nb->oif, nb->ip);
 	if (!n || sendto(r->fd, req, n, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to)) < 0) {
 		/* no answer will come: ask the kernel to resolve it as if
 		 * the entry were gone (at most once a second, as ever) */
@@ -319,7 +384,8 @@ static void nb_learned(struct cma_resolver *r, struct cma_nwait *nb, const struc
 /* ---- the socket ------------------------------------------------------------------- */
 
 /* Every message on the socket that is not a lookup's answer: notifications,
- * our RTM_GETNEIGH answers and NTF_USE ACKs; NULL h: some were lost. */
+ * the answers to our RTM_GETNEIGH and the errors of our NTF_USE; NULL h:
+ * some were lost. */
 static void resolver_msg(void *arg, const struct nlmsghdr *h, size_t len)
 {
 	struct cma_resolver *r = arg;
@@ -335,21 +401,22 @@ static void resolver_msg(void *arg, const struct nlmsghdr *h, size_t len)
 		return;
 	}
 	if (h->nlmsg_type == NLMSG_ERROR) {
-		e = nlr_parse_error(h, len);
-		for (struct cma_nwait *nb = r->nbs; nb && e < 0; nb = nb->next) {
-			if (h->nlmsg_seq == nb->get_seq) {
-				nb->get_seq = 0;
-				nb_learned(r, nb, NULL, now); /* -ENOENT: no entry */
-				return;
-			}
-			if (h->nlmsg_seq == nb->use_seq) {
-				/* NTF_USE refused (no CAP_NET_ADMIN where
-				 * the socket was made): datagrams from now on */
-				nb->use_seq = 0;
-				r->use_denied = 1;
-				nb_datagram(r, nb);
-				return;
-			}
+		struct cma_nwait *nb;
+		uint16_t type;
+
+		/* the kernel echoes the request: it names the neighbour */
+		e = nlr_parse_error_neigh(h, len, &type, &n);
+		if (e >= 0 || !n.has_dst || !(nb = nb_find(r, n.family, n.ifindex, n.dst)))
+			return;
+		if (type == RTM_GETNEIGH) {
+			nb_learned(r, nb, NULL, now); /* -ENOENT: no entry */
+		} else if (e == -EPERM || e == -EACCES) {
+			/* NTF_USE refused (no CAP_NET_ADMIN where the
+			 * socket was made): datagrams from now on. Other
+			 * errors (ENOBUFS: a full neighbour table) pass:
+			 * the next check asks again. */
+			r->use_denied = 1;
+			nb_datagram(r, nb);
 		}
 		return;
 	}
@@ -429,6 +496,7 @@ void cma_resolver_free(struct cma_resolver *r)
 		own = NULL;
 	close(r->fd);
 	free(r->heap);
+	free(r->tab);
 	free(r);
 }
 
@@ -491,6 +559,10 @@ int cma_resolver_wait(struct cma_resolver *r, struct cma_nr_req *q, int family, 
 		memcpy(nb->ip, ip, (size_t)alen(family));
 		nb->state = seen ? seen->state : NUD_NONE;
 		nb->next_check = now + CHECK_NS;
+		if (nb_hash_add(r, nb) < 0) {
+			free(nb);
+			return errno = ENOMEM, -1;
+		}
 		nb_append(r, nb);
 		fresh = 1;
 	}
