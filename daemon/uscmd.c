@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -299,10 +300,19 @@ static void ready_remove(struct usd_client *cl);
 
 static void drop_client(struct usd_client *cl)
 {
+	int many = cl->ids_total >= 1024;
+
 	ready_remove(cl);
 	epoll_ctl(ep, EPOLL_CTL_DEL, cl->fd, NULL);
 	epoll_ctl(ep, EPOLL_CTL_DEL, cl->ec->fd, NULL);
 	usd_client_free(cl);
+	/* A client that made thousands of ids (and address requests) leaves
+	 * their memory free but scattered among what lives on, and malloc
+	 * gives back only the top of the heap by itself: the free pages go
+	 * back to the host now, once per such client (tens of MB otherwise
+	 * held for good after a hostile client's exit). */
+	if (many)
+		malloc_trim(0);
 }
 
 /* ---- fair service ----------------------------------------------------------------------------

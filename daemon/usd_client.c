@@ -973,12 +973,13 @@ size_t usd_status(char *buf, size_t size, uid_t viewer)
 	    (unsigned long long)s.rx_malformed, (unsigned long long)s.rx_stray,
 	    (unsigned long long)s.retransmits, (unsigned long long)s.timeouts);
 	{
-		size_t conns, timers;
+		size_t conns, timers, resolves;
 
 		pthread_mutex_lock(&g.lock);
 		cma_engine_totals_locked(&conns, &timers);
+		resolves = cma_resolver_count(); /* waiting for a neighbour */
 		pthread_mutex_unlock(&g.lock);
-		OUT("engine: conns=%zu timers=%zu\n", conns, timers);
+		OUT("engine: conns=%zu timers=%zu resolves=%zu\n", conns, timers, resolves);
 	}
 	OUT("%-6s %-8s %-6s %-6s %-6s %-9s %-10s %-10s %-9s %-7s %-11s %s\n", "client", "pid", "uid",
 	    "ids", "chans", "requests", "errors", "events", "connects", "estab", "backlog_rej",

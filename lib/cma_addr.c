@@ -11,8 +11,6 @@
 #include <ifaddrs.h>
 #include <net/if_arp.h>
 #include <netpacket/packet.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -711,7 +709,10 @@ static int roce_sgid_index(struct cma_port *p, const struct sockaddr *src)
  * table entry bound to that netdev holding the source address, RoCEv2 then
  * RoCEv1); the next hop's neighbour entry must be valid, and when it is not,
  * resolution is triggered (RTM_NEWNEIGH with NTF_USE, the kernel's
- * neigh_event_send) and awaited on a thread of its own, up to timeout_ms.
+ * neigh_event_send) and awaited by the process's resolver (cma_resolver.c:
+ * one rtnetlink socket watched by the progress thread, no thread of its
+ * own), up to timeout_ms (capped at CMA_RESOLVE_MAX_MS). The lookups run on
+ * the resolver's socket, so that they see the namespace it resolves in.
  * docs/api/addressing.md has the order and the differences. */
 
 static const void *ip_bytes(const struct sockaddr *a)
@@ -788,19 +789,22 @@ struct ipr {
 	uint8_t src[16];            /* the source address (explicit, else the route's) */
 };
 
-/* Lock held (dropped around table reads). The route to dst and the port
+/* Lock held (dropped around table reads). The route to dst, looked up on
+ * res's socket (NULL: a socket per lookup, ours), and the port
  * behind its interface: IPR_OK; IPR_NODEV when the interface is known to
  * have no RDMA port; IPR_FALLBACK when the routing table does not decide
  * (no rtnetlink, no route, an own or loopback address, an interface
  * whose ports report no netdevs). */
-static int ip_route_port(const struct sockaddr *dst, const struct sockaddr *src, struct ipr *o)
+static int ip_route_port(struct cma_resolver *res, const struct sockaddr *dst,
+			 const struct sockaddr *src, struct ipr *o)
 {
+	const struct nlr_sock *nl = cma_resolver_sock(res);
 	int fam = dst->sa_family, have_src = !cma_addr_any(src) && src->sa_family == fam;
 	struct nlr_link l;
 	uint8_t gid[16];
 
 	memset(o, 0, sizeof(*o));
-	if (nlr_get_route(fam, ip_bytes(dst), have_src ? ip_bytes(src) : NULL, &o->rt) != 0)
+	if (nlr_get_route(nl, fam, ip_bytes(dst), have_src ? ip_bytes(src) : NULL, &o->rt) != 0)
 		return IPR_FALLBACK;
 	if (o->rt.type != RTN_UNICAST || o->rt.oif <= 0)
 		return IPR_FALLBACK; /* local, broadcast, blackhole, ... */
@@ -810,7 +814,7 @@ static int ip_route_port(const struct sockaddr *dst, const struct sockaddr *src,
 		memcpy(o->src, o->rt.prefsrc, 16);
 	else
 		return IPR_FALLBACK;
-	if (nlr_get_link(o->rt.oif, &l) != 0 || l.type == ARPHRD_LOOPBACK)
+	if (nlr_get_link(nl, o->rt.oif, &l) != 0 || l.type == ARPHRD_LOOPBACK)
 		return IPR_FALLBACK;
 	if (l.type == ARPHRD_INFINIBAND) {
 		if (nlr_ipoib_gid(l.addr, l.addr_len, gid) < 0)
@@ -848,124 +852,60 @@ static void ip_resolved(struct cma_id *id, struct cma_port *p, int gid_index, co
 	id->state = ST_ADDR_RESOLVED;
 }
 
-/* One rdma_resolve_addr waiting for a neighbour; id NULL once it is gone. */
-struct cma_nr_req {
-	struct cma_id *id;
-	struct cma_event *ev;
+/* One rdma_resolve_addr waiting for its next hop's neighbour entry
+ * (cma_resolver.c waits for it). */
+struct addr_req {
+	struct cma_nr_req base;     /* first: what the resolver hands back */
 	struct ipr r;
 	int family;
-	uint8_t nexthop[16], dst[16];
-	int timeout_ms;
+	uint8_t dst[16];
 };
 
 void cma_addr_release(struct cma_id *id)
 {
-	if (id->nr_req)
-		id->nr_req->id = NULL;
+	struct cma_nr_req *q = id->nr_req;
+
+	if (!q)
+		return;
+	/* at once: nothing of the request outlives its id */
+	cma_resolver_cancel(q);
 	id->nr_req = NULL;
+	free(q->ev);
+	free(q);
 }
 
 /* The destination GID once the neighbour is valid: IPoIB, the GID in its
  * hardware address; RoCE, the destination IP as a GID (RoCEv2). */
-static int neigh_dgid(const struct cma_nr_req *q, const struct nlr_neigh *n, uint8_t dgid[16])
+static int neigh_dgid(const struct ipr *r, int family, const uint8_t dst[16],
+		      const struct nlr_neigh *n, uint8_t dgid[16])
 {
-	if (q->r.ipoib)
+	if (r->ipoib)
 		return nlr_ipoib_gid(n->lladdr, n->lladdr_len, dgid);
-	ip16_as_gid(q->family, q->dst, dgid);
+	ip16_as_gid(family, dst, dgid);
 	return 0;
 }
 
-/* Asks the kernel to resolve the neighbour now: RTM_NEWNEIGH with NTF_USE
- * (CAP_NET_ADMIN); without the right, a datagram to the discard port makes
- * the kernel resolve the next hop as for any traffic. */
-static void neigh_trigger(int fd, const struct cma_nr_req *q, uint32_t seq)
+/* The resolver's answer (g.lock held): the id is still waiting (a destroy
+ * cancels the request), so it is bound and nothing else came between. */
+static void addr_neigh_done(struct cma_nr_req *base, const struct nlr_neigh *n, int status)
 {
-	char req[128];
-	size_t n = nlr_build_neigh_use(req, sizeof(req), seq, q->family, q->r.rt.oif, q->nexthop);
-	struct sockaddr_nl to = { .nl_family = AF_NETLINK };
-	struct sockaddr_storage ss;
-	socklen_t sl;
-	int s;
-
-	if (n && geteuid() == 0 && sendto(fd, req, n, 0, (struct sockaddr *)&to, sizeof(to)) >= 0)
-		return; /* the ACK (or error) is read and ignored with the notifications */
-	memset(&ss, 0, sizeof(ss));
-	if (q->family == AF_INET) {
-		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-		a->sin_family = AF_INET;
-		a->sin_port = htons(9);
-		memcpy(&a->sin_addr, q->nexthop, 4);
-		sl = sizeof(*a);
-	} else {
-		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-		a->sin6_family = AF_INET6;
-		a->sin6_port = htons(9);
-		memcpy(&a->sin6_addr, q->nexthop, 16);
-		a->sin6_scope_id = (uint32_t)q->r.rt.oif;
-		sl = sizeof(*a);
-	}
-	s = socket(q->family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (s >= 0) {
-		(void)sendto(s, "", 0, 0, (struct sockaddr *)&ss, sl);
-		close(s);
-	}
-}
-
-static void *nr_thread(void *arg)
-{
-	struct cma_nr_req *q = arg;
-	struct nlr_neigh n;
+	struct addr_req *q = (struct addr_req *)base;
+	struct cma_id *id = base->id;
 	uint8_t dgid[16];
-	uint64_t deadline = (uint64_t)cma_now() + (uint64_t)q->timeout_ms * 1000000ull, next_trigger = 0;
-	int fd = nlr_open(RTMGRP_NEIGH), status = -ETIMEDOUT, e;
-	uint32_t seq = (uint32_t)getpid() ^ (uint32_t)(uintptr_t)q;
 
-	memset(&n, 0, sizeof(n));
-	while (fd >= 0) {
-		uint64_t now = (uint64_t)cma_now();
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		char buf[8192];
-
-		e = nlr_get_neigh(q->family, q->r.rt.oif, q->nexthop, &n);
-		if (e == 0 && nlr_neigh_valid(n.state)) {
-			status = neigh_dgid(q, &n, dgid) == 0 ? 0 : -EHOSTUNREACH;
-			break;
-		}
-		if (now >= deadline)
-			break;
-		/* no entry, INCOMPLETE, or FAILED: (again) ask, as the kernel
-		 * keeps asking until its request times out */
-		if (now >= next_trigger && (e != 0 || !(n.state & NUD_INCOMPLETE))) {
-			neigh_trigger(fd, q, ++seq);
-			next_trigger = now + 1000000000ull;
-		}
-		/* a notification (or 100 ms) and look again */
-		uint64_t left = (deadline - now) / 1000000ull + 1;
-		if (poll(&pfd, 1, left < 100 ? (int)left : 100) > 0)
-			while (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
-				;
-	}
-	if (fd < 0)
+	id->nr_req = NULL;
+	if (!status && neigh_dgid(&q->r, q->family, q->dst, n, dgid) != 0)
 		status = -EHOSTUNREACH;
-	else
-		close(fd);
-	pthread_mutex_lock(&g.lock);
-	struct cma_id *id = q->id;
-	if (id && id->state == ST_BOUND) {
-		id->nr_req = NULL;
+	if (id->state == ST_BOUND) {
 		if (!status)
 			ip_resolved(id, q->r.port, q->r.gid_index, dgid, q->r.src);
-		cma_event_queue(cma_event_use(&q->ev, id,
+		cma_event_queue(cma_event_use(&base->ev, id,
 					      status ? RDMA_CM_EVENT_ADDR_ERROR
 						     : RDMA_CM_EVENT_ADDR_RESOLVED,
 					      status));
-	} else if (id) {
-		id->nr_req = NULL; /* moved on meanwhile: nothing to answer */
 	}
-	cma_unlock();
-	free(q->ev);
+	free(base->ev);
 	free(q);
-	return NULL;
 }
 
 /* Lock held. Resolves id to dst through the routing table: 0 and *done
@@ -975,7 +915,8 @@ static void *nr_thread(void *arg)
 static int ip_resolve(struct cma_id *id, const struct sockaddr *dst, int timeout_ms, int *done)
 {
 	struct sockaddr *src = &id->id.route.addr.src_addr;
-	struct cma_nr_req *q;
+	struct cma_resolver *res = cma_resolver_of(&id->caller);
+	struct addr_req *q;
 	struct nlr_neigh n;
 	uint8_t dgid[16];
 	struct ipr r;
@@ -983,7 +924,9 @@ static int ip_resolve(struct cma_id *id, const struct sockaddr *dst, int timeout
 	struct cma_event *e;
 
 	*done = 0;
-	rc = ip_route_port(dst, src, &r);
+	if (!res && id->caller.ns)
+		return -1; /* a namespace of its own and no resolver for it */
+	rc = ip_route_port(res, dst, src, &r);
 	if (id->state != ST_BOUND || id->nr_req)
 		return errno = EINVAL, -1; /* the lock was dropped: something else came first */
 	if (rc == IPR_FALLBACK)
@@ -994,49 +937,46 @@ static int ip_resolve(struct cma_id *id, const struct sockaddr *dst, int timeout
 	} else {
 		const uint8_t *nh = r.rt.has_gw ? r.rt.gw : (const uint8_t *)ip_bytes(dst);
 		uint8_t nh16[16] = { 0 };
+		uint8_t dst16[16] = { 0 };
 
 		memcpy(nh16, nh, dst->sa_family == AF_INET ? 4 : 16);
-		rc = nlr_get_neigh(dst->sa_family, r.rt.oif, nh16, &n);
+		memcpy(dst16, ip_bytes(dst), dst->sa_family == AF_INET ? 4 : 16);
+		rc = nlr_get_neigh(cma_resolver_sock(res), dst->sa_family, r.rt.oif, nh16, &n);
 		if (rc == 0 && nlr_neigh_valid(n.state)) {
-			struct cma_nr_req tmp = { .r = r, .family = dst->sa_family };
-
-			memcpy(tmp.dst, ip_bytes(dst), dst->sa_family == AF_INET ? 4 : 16);
-			if (neigh_dgid(&tmp, &n, dgid) == 0)
+			/* requests of other ids for it need not wait for
+			 * the notification either */
+			cma_resolver_neigh(res, &n);
+			if (neigh_dgid(&r, dst->sa_family, dst16, &n, dgid) == 0)
 				ip_resolved(id, r.port, r.gid_index, dgid, r.src);
 			else
 				status = -EHOSTUNREACH;
+		} else if (!res) {
+			status = -EHOSTUNREACH; /* no socket to wait on */
 		} else {
-			sigset_t all, old;
-			pthread_t t;
-
 			q = calloc(1, sizeof(*q));
-			if (!q || !(q->ev = cma_event_alloc(0))) {
+			if (!q || !(q->base.ev = cma_event_alloc(0))) {
 				free(q);
 				return errno = ENOMEM, -1;
 			}
-			q->id = id;
+			q->base.id = id;
+			q->base.done = addr_neigh_done;
 			q->r = r;
 			q->family = dst->sa_family;
-			memcpy(q->nexthop, nh16, 16);
-			memcpy(q->dst, ip_bytes(dst), dst->sa_family == AF_INET ? 4 : 16);
-			q->timeout_ms = timeout_ms > 0 ? timeout_ms : 2000;
+			memcpy(q->dst, dst16, 16);
+			if (cma_resolver_wait(res, &q->base, dst->sa_family, r.rt.oif, nh16,
+					      rc == 0 ? &n : NULL, timeout_ms) < 0) {
+				int err = errno;
+
+				free(q->base.ev);
+				free(q);
+				return errno = err, -1;
+			}
 			if (!id->port) {
 				/* held from now on: a second resolve is refused */
 				cma_set_bound_port(id, r.port);
 				set_sgid(id, r.gid_index);
 			}
-			id->nr_req = q;
-			sigfillset(&all);
-			pthread_sigmask(SIG_SETMASK, &all, &old);
-			rc = pthread_create(&t, NULL, nr_thread, q);
-			pthread_sigmask(SIG_SETMASK, &old, NULL);
-			if (rc) {
-				id->nr_req = NULL;
-				free(q->ev);
-				free(q);
-				return errno = rc, -1;
-			}
-			pthread_detach(t);
+			id->nr_req = &q->base;
 			return 0;
 		}
 	}

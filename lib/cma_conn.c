@@ -133,6 +133,7 @@ static void cma_id_detach_locked(struct cma_id *id)
 {
 	id->destroying = 1;
 	cma_route_forget(id);
+	cma_addr_release(id); /* a neighbour awaited: forgotten at once */
 	cma_listen_release(id);
 	cma_mc_leave_all(id);
 	if (id->conn) {

@@ -145,6 +145,24 @@ static int ep_watch(int fd, void *tag, uint32_t events)
 	return epoll_ctl(g.ep_fd, EPOLL_CTL_ADD, fd, &ev);
 }
 
+/* The tag of an fd in the set that is neither a port's nor wake_fd /
+ * timer_fd (a resolver's rtnetlink socket): its pointer with the low bit
+ * set (the structures are aligned), so that the receive loop, which runs
+ * without g.lock, tells it from a port's without looking anything up. */
+#define EP_TAG_OTHER 1ull
+
+int cma_progress_watch(int fd, void *tag)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = (uintptr_t)tag | EP_TAG_OTHER };
+
+	return epoll_ctl(g.ep_fd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+void cma_progress_unwatch(int fd)
+{
+	epoll_ctl(g.ep_fd, EPOLL_CTL_DEL, fd, NULL);
+}
+
 /* Turns a port's umad fd on (EPOLLIN) or off (0) in the progress thread's
  * set: a thread asleep in epoll_wait sees the change without waking. */
 static void ep_port(struct cma_port *p, uint32_t events)
@@ -344,7 +362,10 @@ static void timer_arm(cmp_time at)
  * context switch per rdma_connect / rdma_accept (issue 15). */
 void cma_kick_timers(void)
 {
-	cmp_time next = engines_expiry();
+	cmp_time next = engines_expiry(), r = cma_resolvers_expiry();
+
+	if (r < next)
+		next = r;
 
 	if (next < g.timer_armed)
 		timer_arm(next);
@@ -597,6 +618,8 @@ static void *progress_main(void *arg)
 		/* the QP moves and MADs what came below asked for */
 		cma_deferred_run();
 		next = engines_expiry();
+		if (cma_resolvers_expiry() < next)
+			next = cma_resolvers_expiry();
 		timer_arm(g.handover_at < next ? g.handover_at : next);
 		pthread_mutex_unlock(&g.lock);
 		n = epoll_wait(g.ep_fd, evs, MAX_POLL, -1);
@@ -610,13 +633,18 @@ static void *progress_main(void *arg)
 		}
 		/* receive first, without g.lock: port_rx takes it per MAD */
 		for (int i = 0; i < n; i++)
-			if (evs[i].data.ptr != &g.wake_fd && evs[i].data.ptr != &g.timer_fd)
+			if (evs[i].data.ptr != &g.wake_fd && evs[i].data.ptr != &g.timer_fd &&
+			    !(evs[i].data.u64 & EP_TAG_OTHER))
 				port_rx(evs[i].data.ptr, NULL);
 		pthread_mutex_lock(&g.lock);
 		for (int i = 0; i < n; i++) {
 			uint64_t v;
 
-			if (evs[i].data.ptr == &g.wake_fd) {
+			if (evs[i].data.u64 & EP_TAG_OTHER) {
+				/* checked against the live resolvers: one freed
+				 * since epoll_wait returned is no longer there */
+				cma_resolver_input((void *)(uintptr_t)(evs[i].data.u64 & ~EP_TAG_OTHER));
+			} else if (evs[i].data.ptr == &g.wake_fd) {
 				if (read(g.wake_fd, &v, sizeof(v)) < 0) {
 					/* raced with another read: nothing pending */
 				}
@@ -642,6 +670,7 @@ static void *progress_main(void *arg)
 				cma_port_flush(p);
 			}
 		}
+		cma_resolvers_run(now);
 	}
 	return NULL;
 }
@@ -665,6 +694,11 @@ static int start_thread(void)
 	pthread_detach(g.thread);
 	g.thread_started = 1;
 	return 0;
+}
+
+int cma_progress_start(void)
+{
+	return start_thread();
 }
 
 /* The port's CM agent. Opening the umad port (umad_open_port,

@@ -468,6 +468,13 @@ int cma_lock_at_exit(unsigned ms);
  * USCM_EXIT_REPORT, uscmd --status. */
 void cma_engine_totals_locked(size_t *conns, size_t *timers);
 void cma_kick_timers(void);              /* wake the progress thread */
+/* The progress thread runs (it is started with the first CM agent, or the
+ * first request waiting for a neighbour): 0 or -1/errno. */
+int cma_progress_start(void);
+/* fd in the progress thread's epoll set (EPOLLIN), for tag; readable, it
+ * is handed to cma_resolver_input(tag) under g.lock. 0 or -1/errno. */
+int cma_progress_watch(int fd, void *tag);
+void cma_progress_unwatch(int fd);
 int cma_port_open(struct cma_port *p); /* the CM agent; 0 or -1/errno (message printed) */
 void cma_port_flush(struct cma_port *p); /* drain engine tx + events */
 struct cma_port *cma_port_of_gid(const uint8_t gid[16], int *gid_index);
@@ -580,6 +587,74 @@ void cma_addrinfo_release(struct cma_id *id);
 void cma_addr_release(struct cma_id *id);
 /* A deep copy of an rdma_addrinfo list: 0, or -1/errno. */
 int cma_addrinfo_copy(const struct rdma_addrinfo *a, struct rdma_addrinfo **out);
+
+/* ---- cma_resolver.c: waiting for neighbour entries ------------------------------ */
+/* rdma_resolve_addr's timeout_ms when it is <= 0, and its cap: a request
+ * waits at most this long for its neighbour (the kernel takes any value;
+ * a host service must not hold a request for days). */
+#define CMA_RESOLVE_DEFAULT_MS 2000
+#define CMA_RESOLVE_MAX_MS 600000
+
+struct nlr_neigh;
+struct nlr_sock;
+struct cma_nwait;
+/* The rtnetlink socket of one network namespace and the requests waiting
+ * on it (g.lock guards all of it). */
+struct cma_resolver;
+
+/* One rdma_resolve_addr waiting for its next hop's neighbour entry; the
+ * caller's own request embeds it (cma_addr.c). */
+struct cma_nr_req {
+	struct cma_id *id;          /* the id it answers for (the caller sets it) */
+	struct cma_event *ev;       /* its ADDR_* event, reserved at the call */
+	/* g.lock held; q is out of the resolver already (done frees it): the
+	 * entry is valid (n, status 0), or status < 0 and n NULL
+	 * (-ETIMEDOUT: the deadline; -ENODEV: the resolver went away). */
+	void (*done)(struct cma_nr_req *q, const struct nlr_neigh *n, int status);
+	/* the resolver's */
+	struct cma_resolver *res;
+	struct cma_nwait *nb;       /* NULL: not waiting */
+	struct cma_nr_req *nnext, **nprev;
+	cmp_time deadline;
+	unsigned hidx;
+};
+/* The resolver an id of caller c resolves with: for this process's own
+ * namespace (c->ns NULL), one made at the first call and kept; NULL and
+ * errno when none can be made (no rtnetlink: lookups then fall back to a
+ * socket of their own, cma_netlink.h). A caller of another namespace
+ * (c->ns) needs that namespace's resolver: ENOSYS until namespaces exist. */
+struct cma_resolver *cma_resolver_of(const struct cma_caller *c);
+/* A resolver over fd, a NETLINK_ROUTE socket of any namespace (taken:
+ * cma_resolver_free closes it); NULL/ENOMEM. Its neighbours are asked for
+ * with NTF_USE only (the kernel checks CAP_NET_ADMIN of whoever opened
+ * the socket too): the datagram fallback would leave from this process's
+ * namespace. cma_resolver_free ends every request still waiting on it
+ * with -ENODEV (g.lock held for both). */
+struct cma_resolver *cma_resolver_new(int fd);
+void cma_resolver_free(struct cma_resolver *r);
+/* The socket for the route / link / neighbour lookups of r's namespace
+ * (nlr_get_*; NULL r: NULL, a socket per lookup in ours). g.lock held. */
+const struct nlr_sock *cma_resolver_sock(struct cma_resolver *r);
+/* q (id, ev and done set) waits on r for the entry of ip (4 or 16 bytes)
+ * on interface oif, timeout_ms at most (<= 0: CMA_RESOLVE_DEFAULT_MS;
+ * capped at CMA_RESOLVE_MAX_MS); seen: the entry as the caller just saw it
+ * (NULL: none), so that one the kernel resolves already is not asked for
+ * again. 0, or -1/errno. */
+int cma_resolver_wait(struct cma_resolver *r, struct cma_nr_req *q, int family, int oif,
+		      const uint8_t ip[16], const struct nlr_neigh *seen, int timeout_ms);
+/* An entry the caller looked up: completes what waits for it if valid. */
+void cma_resolver_neigh(struct cma_resolver *r, const struct nlr_neigh *n);
+/* q stops waiting, without done (the caller frees it). */
+void cma_resolver_cancel(struct cma_nr_req *q);
+/* Requests waiting in every resolver (uscmd --status, tests). */
+size_t cma_resolver_count(void);
+/* The progress thread: the earliest deadline or check of every resolver,
+ * running them, and reading a resolver's socket when epoll says it is
+ * readable (tag: what cma_progress_watch was given; 0 when it is no
+ * resolver, e.g. one freed meanwhile). */
+cmp_time cma_resolvers_expiry(void);
+void cma_resolvers_run(cmp_time now);
+int cma_resolver_input(void *tag);
 
 /* ---- cma_ud.c: UD ids and SIDR ------------------------------------------------ */
 /* The Q_Key of a UD id: its own once set, else the port space's default

@@ -276,6 +276,45 @@ int nlr_parse_neigh(const struct nlmsghdr *h, size_t len, struct nlr_neigh *n)
 	return rem == 0 || rem < (int)sizeof(struct rtattr) ? 0 : -EBADMSG;
 }
 
+int nlr_parse_error_neigh(const struct nlmsghdr *h, size_t len, uint16_t *type,
+			  struct nlr_neigh *n)
+{
+	const struct nlmsgerr *err;
+	const struct nlmsghdr *rq;
+	const struct ndmsg *nd;
+	struct rtattr *a;
+	size_t have;
+	int rem, e = nlr_parse_error(h, len);
+
+	if (e == -ENOMSG || e == -EBADMSG)
+		return e;
+	err = NLMSG_DATA(h);
+	/* the request follows the errno: its header, and (unless the socket
+	 * asked for NETLINK_CAP_ACK) its body */
+	if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*err)))
+		return -EBADMSG;
+	rq = &err->msg;
+	have = h->nlmsg_len - NLMSG_LENGTH(sizeof(*err)) + sizeof(*rq);
+	if (rq->nlmsg_len < NLMSG_LENGTH(sizeof(*nd)) || rq->nlmsg_len > have ||
+	    (rq->nlmsg_type != RTM_GETNEIGH && rq->nlmsg_type != RTM_NEWNEIGH))
+		return -ENOMSG;
+	nd = NLMSG_DATA(rq);
+	memset(n, 0, sizeof(*n));
+	n->family = nd->ndm_family;
+	n->ifindex = nd->ndm_ifindex;
+	n->state = nd->ndm_state;
+	n->flags = nd->ndm_flags;
+	FOR_ATTRS(rq, sizeof(struct ndmsg), a, rem) {
+		if (a->rta_type == NDA_DST) {
+			if (addr_attr(a, n->family, n->dst))
+				return -EBADMSG;
+			n->has_dst = 1;
+		}
+	}
+	*type = rq->nlmsg_type;
+	return e;
+}
+
 int nlr_parse_link(const struct nlmsghdr *h, size_t len, struct nlr_link *l)
 {
 	const struct ifinfomsg *ifi;
@@ -360,6 +399,14 @@ int nlr_open(unsigned groups)
 	return fd;
 }
 
+int nlr_membership(int fd, unsigned grp, int on)
+{
+	int g = (int)grp;
+
+	return setsockopt(fd, SOL_NETLINK, on ? NETLINK_ADD_MEMBERSHIP : NETLINK_DROP_MEMBERSHIP, &g,
+			  sizeof(g));
+}
+
 static long long now_ms(void)
 {
 	struct timespec ts;
@@ -368,9 +415,10 @@ static long long now_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int nlr_transact(int fd, void *req, size_t len, int timeout_ms,
+int nlr_transact(const struct nlr_sock *s, void *req, size_t len, int timeout_ms,
 		 int (*cb)(const struct nlmsghdr *h, size_t len, void *arg), void *arg)
 {
+	int fd = s->fd;
 	struct nlmsghdr *rq = req;
 	struct sockaddr_nl to = { .nl_family = AF_NETLINK };
 	long long deadline = now_ms() + timeout_ms;
@@ -397,13 +445,23 @@ int nlr_transact(int fd, void *req, size_t len, int timeout_ms,
 		if (n < 0) {
 			if (errno == EINTR || errno == EAGAIN)
 				continue;
+			if (errno == ENOBUFS && s->other) {
+				/* a subscribed socket overran: notifications were
+				 * lost (not our answer, which is still to come) */
+				s->other(s->arg, NULL, 0);
+				continue;
+			}
 			return -errno;
 		}
 		for (struct nlmsghdr *h = &buf.h; NLMSG_OK(h, (unsigned)n); h = NLMSG_NEXT(h, n)) {
 			int e;
 
-			if (h->nlmsg_seq != rq->nlmsg_seq)
-				continue; /* a multicast notification or an old answer */
+			if (h->nlmsg_seq != rq->nlmsg_seq) {
+				/* a multicast notification or an earlier answer */
+				if (s->other)
+					s->other(s->arg, h, (size_t)n); /* n: what is left from h on */
+				continue;
+			}
 			if (h->nlmsg_type == NLMSG_DONE)
 				return 0;
 			if (h->nlmsg_type == NLMSG_ERROR)
@@ -435,18 +493,21 @@ static int link_cb(const struct nlmsghdr *h, size_t len, void *arg)
 	return e == -ENOMSG ? 0 : e ? e : 1;
 }
 
-static int one_shot(void *req, size_t len, int (*cb)(const struct nlmsghdr *, size_t, void *),
-		    void *arg)
+static int one_shot(const struct nlr_sock *s, void *req, size_t len,
+		    int (*cb)(const struct nlmsghdr *, size_t, void *), void *arg)
 {
-	int fd, e;
+	struct nlr_sock own = { .fd = -1 };
+	int e;
 
 	if (!len)
 		return -EINVAL;
-	fd = nlr_open(0);
-	if (fd < 0)
+	if (s && s->fd >= 0)
+		return nlr_transact(s, req, len, 1000, cb, arg);
+	own.fd = nlr_open(0);
+	if (own.fd < 0)
 		return 1; /* no rtnetlink here */
-	e = nlr_transact(fd, req, len, 1000, cb, arg);
-	close(fd);
+	e = nlr_transact(&own, req, len, 1000, cb, arg);
+	close(own.fd);
 	return e;
 }
 
@@ -456,29 +517,31 @@ static uint32_t next_seq(void)
 	return __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED) + (uint32_t)time(NULL);
 }
 
-int nlr_get_route(int family, const void *dst, const void *src, struct nlr_route *r)
+int nlr_get_route(const struct nlr_sock *s, int family, const void *dst, const void *src,
+		  struct nlr_route *r)
 {
 	char req[256];
 	size_t n = nlr_build_getroute(req, sizeof(req), next_seq(), family, dst, src, 0);
 
 	memset(r, 0, sizeof(*r));
-	return one_shot(req, n, route_cb, r);
+	return one_shot(s, req, n, route_cb, r);
 }
 
-int nlr_get_neigh(int family, int ifindex, const void *dst, struct nlr_neigh *nb)
+int nlr_get_neigh(const struct nlr_sock *s, int family, int ifindex, const void *dst,
+		  struct nlr_neigh *nb)
 {
 	char req[256];
 	size_t n = nlr_build_getneigh(req, sizeof(req), next_seq(), family, ifindex, dst);
 
 	memset(nb, 0, sizeof(*nb));
-	return one_shot(req, n, neigh_cb, nb);
+	return one_shot(s, req, n, neigh_cb, nb);
 }
 
-int nlr_get_link(int ifindex, struct nlr_link *l)
+int nlr_get_link(const struct nlr_sock *s, int ifindex, struct nlr_link *l)
 {
 	char req[256];
 	size_t n = nlr_build_getlink(req, sizeof(req), next_seq(), ifindex);
 
 	memset(l, 0, sizeof(*l));
-	return one_shot(req, n, link_cb, l);
+	return one_shot(s, req, n, link_cb, l);
 }

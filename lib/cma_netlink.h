@@ -76,6 +76,14 @@ int nlr_parse_link(const struct nlmsghdr *h, size_t len, struct nlr_link *l);
  * not one. */
 int nlr_parse_error(const struct nlmsghdr *h, size_t len);
 
+/* An NLMSG_ERROR (or ACK) answering a neighbour request (RTM_GETNEIGH, or
+ * RTM_NEWNEIGH with NTF_USE): the request's type in *type and its family,
+ * interface and destination in n (the kernel echoes the request), and the
+ * errno it carries (<= 0); -ENOMSG when h is no such answer (another
+ * request's, or NETLINK_CAP_ACK cut the echo short); -EBADMSG. */
+int nlr_parse_error_neigh(const struct nlmsghdr *h, size_t len, uint16_t *type,
+			  struct nlr_neigh *n);
+
 /* The kernel's NUD_VALID: an entry whose link-layer address may be used
  * (PERMANENT, NOARP, REACHABLE, PROBE, STALE, DELAY). */
 int nlr_neigh_valid(uint16_t state);
@@ -95,18 +103,39 @@ int nlr_pick_roce_gid(const uint8_t (*gids)[16], const unsigned *types, const un
 /* A NETLINK_ROUTE socket (close-on-exec), subscribed to groups (RTMGRP_*
  * bits, 0: none); -1 with errno. */
 int nlr_open(unsigned groups);
-/* Sends req and feeds every answer message to cb until NLMSG_DONE, an
- * error, or (for a non-dump request) the first answer; cb returns 0 to go
- * on. 0, or -errno (the kernel's NLMSG_ERROR, -ETIMEDOUT after
+/* Joins (on) or leaves (!on) multicast group grp (RTNLGRP_*, a number, not
+ * a bit) on fd: works on a socket made elsewhere (in another network
+ * namespace) too. 0, or -1 with errno. */
+int nlr_membership(int fd, unsigned grp, int on);
+
+/* A socket lookups run on, and what to do with the messages on it that
+ * are not the answer (a subscribed socket's notifications, the answers of
+ * earlier requests): other(arg, message, its length) — NULL drops them;
+ * other(arg, NULL, 0) when some were lost (ENOBUFS: the socket overran).
+ * fd < 0: a socket of its own per lookup, in this process's network
+ * namespace (opened, used once, closed). */
+struct nlr_sock {
+	int fd;
+	void (*other)(void *arg, const struct nlmsghdr *h, size_t len);
+	void *arg;
+};
+
+/* Sends req on s->fd and feeds every answer message to cb until
+ * NLMSG_DONE, an error, or (for a non-dump request) the first answer; cb
+ * returns 0 to go on. Messages of another sequence number go to
+ * s->other. 0, or -errno (the kernel's NLMSG_ERROR, -ETIMEDOUT after
  * timeout_ms). */
-int nlr_transact(int fd, void *req, size_t len, int timeout_ms,
+int nlr_transact(const struct nlr_sock *s, void *req, size_t len, int timeout_ms,
 		 int (*cb)(const struct nlmsghdr *h, size_t len, void *arg), void *arg);
 
-/* The three lookups rdma_resolve_addr makes, each on a socket of its own:
- * 0, -errno (-ENOENT: no such neighbour entry), or 1 when no rtnetlink
- * socket can be opened (a sandbox): the caller resolves without it. */
-int nlr_get_route(int family, const void *dst, const void *src, struct nlr_route *r);
-int nlr_get_neigh(int family, int ifindex, const void *dst, struct nlr_neigh *n);
-int nlr_get_link(int ifindex, struct nlr_link *l);
+/* The three lookups rdma_resolve_addr makes, on s (NULL: a socket of
+ * their own, as fd < 0): 0, -errno (-ENOENT: no such neighbour entry), or
+ * 1 when no rtnetlink socket can be opened (a sandbox): the caller
+ * resolves without it. */
+int nlr_get_route(const struct nlr_sock *s, int family, const void *dst, const void *src,
+		  struct nlr_route *r);
+int nlr_get_neigh(const struct nlr_sock *s, int family, int ifindex, const void *dst,
+		  struct nlr_neigh *n);
+int nlr_get_link(const struct nlr_sock *s, int ifindex, struct nlr_link *l);
 
 #endif

@@ -135,6 +135,49 @@ Test(netlink, neigh_absent)
 	cr_assert_eq(nlr_parse_neigh(MSG(rec_neigh_none), &n), -ENOENT);
 }
 
+/* The same answer as the resolver reads it: the request the kernel echoes
+ * names the neighbour (the resolver's own requests are not waited for). */
+Test(netlink, neigh_error_names_the_neighbour)
+{
+	struct nlr_neigh n;
+	uint16_t type = 0;
+	uint8_t want[16];
+	unsigned char b[256], e[256];
+	struct nlmsghdr *h = (struct nlmsghdr *)(void *)e;
+	struct nlmsgerr *err = NLMSG_DATA(h);
+	size_t len;
+
+	ip4("127.10.0.2", want);
+	cr_assert_eq(nlr_parse_error_neigh(MSG(rec_neigh_none), &type, &n), -ENOENT);
+	cr_expect_eq(type, RTM_GETNEIGH);
+	cr_expect_eq(n.family, AF_INET);
+	cr_expect_eq(n.ifindex, 2);
+	cr_assert(n.has_dst);
+	cr_expect_arr_eq(n.dst, want, 16);
+	/* an NTF_USE refused, as the kernel lays the error out */
+	ip6("fd00::2", want);
+	len = nlr_build_neigh_use(b, sizeof(b), 11, AF_INET6, 3, want);
+	cr_assert_neq(len, 0);
+	memset(e, 0, sizeof(e));
+	h->nlmsg_len = (uint32_t)NLMSG_LENGTH(sizeof(int) + len);
+	h->nlmsg_type = NLMSG_ERROR;
+	err->error = -EPERM;
+	memcpy(&err->msg, b, len);
+	cr_assert_eq(nlr_parse_error_neigh(h, h->nlmsg_len, &type, &n), -EPERM);
+	cr_expect_eq(type, RTM_NEWNEIGH);
+	cr_expect_eq(n.ifindex, 3);
+	cr_expect_arr_eq(n.dst, want, 16);
+	/* NETLINK_CAP_ACK: the header alone, no neighbour to name */
+	h->nlmsg_len = (uint32_t)NLMSG_LENGTH(sizeof(*err));
+	cr_expect_eq(nlr_parse_error_neigh(h, h->nlmsg_len, &type, &n), -ENOMSG);
+	/* another request's error, and no error at all */
+	len = nlr_build_getlink(b, sizeof(b), 12, 3);
+	h->nlmsg_len = (uint32_t)NLMSG_LENGTH(sizeof(int) + len);
+	memcpy(&err->msg, b, len);
+	cr_expect_eq(nlr_parse_error_neigh(h, h->nlmsg_len, &type, &n), -ENOMSG);
+	cr_expect_eq(nlr_parse_error_neigh(MSG(rec_neigh_v4), &type, &n), -ENOMSG);
+}
+
 Test(netlink, link_veth)
 {
 	struct nlr_link l;
