@@ -156,6 +156,7 @@ void usd_client_free(struct usd_client *cl)
 		usd_id_free(id);
 	}
 	rdma_destroy_event_channel(cl->ec);
+	cma_netns_put(cl->caller.ns); /* after its ids, which referenced it too */
 	for (unsigned i = 0; i < cl->nchans; i++)
 		if (cl->chans[i] >= 0)
 			close(cl->chans[i]);
@@ -452,9 +453,18 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		return;
 	}
 	cl->requests++;
-	if (h.op != USP_CHAN_CREATE && fd_in >= 0) {
-		close(fd_in); /* only a new channel carries an fd */
+	if (h.op != USP_CHAN_CREATE && h.op != USP_HELLO && fd_in >= 0) {
+		close(fd_in); /* only a new channel and the HELLO carry an fd */
 		fd_in = -1;
+	}
+	/* Nothing before the HELLO has named the client's namespace: served
+	 * in ours, its ids would bind and resolve where it is not. (The
+	 * host-wide counters need no namespace: uscmd --status asks so.) */
+	if (!cl->helloed && h.op != USP_HELLO && h.op != USP_STATUS && h.op != USP_STATS) {
+		if (fd_in >= 0)
+			close(fd_in);
+		reply(cl, h.op, h.seq, EPROTO, NULL, 0);
+		return;
 	}
 	switch (h.op) {
 	case USP_HELLO: case USP_CHAN_CREATE: case USP_CHAN_DESTROY: case USP_CREATE_ID:
@@ -474,10 +484,34 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		struct usp_hello x;
 
 		memcpy(&x, b, sizeof(x));
-		if (x.version != USP_VERSION) {
+		if (x.version != USP_VERSION || fd_in < 0) {
 			err = EPROTO;
+		} else {
+			struct cma_netns *ns;
+
+			/* the client's namespace: its route socket (cma_netns.c) */
+			if (cma_netns_from_fd(fd_in, &ns) < 0) {
+				err = errno;
+			} else if (cl->helloed && cl->caller.ns != ns) {
+				cma_netns_put(ns); /* one connection, one namespace */
+				err = EINVAL;
+			} else {
+				cma_netns_put(cl->caller.ns);
+				cl->caller.ns = ns;
+				cl->helloed = 1;
+			}
+		}
+		if (fd_in >= 0)
+			close(fd_in);
+		if (err) {
+			if (usd.verbose)
+				fprintf(stderr, "uscmd: client %u: HELLO refused: %s\n", cl->num,
+					strerror(err));
 			break;
 		}
+		if (usd.verbose && cl->caller.ns)
+			fprintf(stderr, "uscmd: client %u: network namespace %llu\n", cl->num,
+				(unsigned long long)cma_netns_key(cl->caller.ns));
 		r.hello.client = cl->num;
 		r.hello.max_ids = usd.lim.max_ids;
 		rlen = sizeof(r.hello);
@@ -799,6 +833,10 @@ size_t usd_status(char *buf, size_t size)
 		    (unsigned long long)cl->connects, (unsigned long long)cl->established,
 		    (unsigned long long)cl->backlog_rejects);
 	}
+	/* the network namespaces served: port spaces and listeners per key */
+	o += cma_netns_status(buf + o, o < size ? size - o : 0);
+	if (o >= size)
+		o = size ? size - 1 : 0;
 #undef OUT
 	return o;
 }

@@ -370,8 +370,11 @@ static struct {
 	uint32_t *n;
 } bind_counts[4];
 
-static uint32_t *bind_count(enum rdma_port_space ps, uint16_t port, int create)
+static uint32_t *bind_count(struct cma_netns *ns, enum rdma_port_space ps, uint16_t port,
+			    int create)
 {
+	if (ns) /* another namespace's port space (cma_netns.c) */
+		return cma_netns_bind_count(ns, ps, port, create);
 	for (size_t i = 0; i < sizeof(bind_counts) / sizeof(bind_counts[0]); i++) {
 		if (bind_counts[i].n && bind_counts[i].ps == ps)
 			return &bind_counts[i].n[port];
@@ -389,14 +392,15 @@ static uint32_t *bind_count(enum rdma_port_space ps, uint16_t port, int create)
 static int port_conflict(const struct cma_id *id, uint16_t port, int reuse)
 {
 	const struct sockaddr *a = &id->id.route.addr.src_addr;
-	const uint32_t *cnt = bind_count(id->id.ps, port, 0);
+	const uint32_t *cnt = bind_count(id->caller.ns, id->id.ps, port, 0);
 
 	if (cnt && !*cnt)
 		return 0; /* nobody holds it */
 	for (const struct cma_id *o = g.ids; o; o = o->next) {
 		const struct sockaddr *b = &o->id.route.addr.src_addr;
 
-		if (o == id || !o->bound || o->id.ps != id->id.ps || cma_addr_port(b) != port)
+		if (o == id || !o->bound || o->id.ps != id->id.ps || cma_addr_port(b) != port ||
+		    o->caller.ns != id->caller.ns)
 			continue;
 		if (reuse && o->reuseaddr && o->state != ST_LISTEN)
 			continue;
@@ -410,14 +414,15 @@ static int port_conflict(const struct cma_id *id, uint16_t port, int reuse)
 	return 0;
 }
 
-static int port_used(enum rdma_port_space ps, uint16_t port)
+static int port_used(struct cma_netns *ns, enum rdma_port_space ps, uint16_t port)
 {
-	const uint32_t *cnt = bind_count(ps, port, 0);
+	const uint32_t *cnt = bind_count(ns, ps, port, 0);
 
 	if (cnt)
 		return *cnt > 0;
 	for (const struct cma_id *o = g.ids; o; o = o->next)
-		if (o->bound && o->id.ps == ps && cma_addr_port(&o->id.route.addr.src_addr) == port)
+		if (o->bound && o->id.ps == ps && o->caller.ns == ns &&
+		    cma_addr_port(&o->id.route.addr.src_addr) == port)
 			return 1;
 	return 0;
 }
@@ -433,7 +438,7 @@ void cma_bind_release(struct cma_id *id)
 {
 	uint32_t *cnt;
 
-	if (id->bound && (cnt = bind_count(id->id.ps, id->bind_port, 0)) && *cnt)
+	if (id->bound && (cnt = bind_count(id->caller.ns, id->id.ps, id->bind_port, 0)) && *cnt)
 		(*cnt)--;
 	id->bound = 0;
 }
@@ -454,6 +459,11 @@ int cma_bind_locked(struct cma_id *id, const struct sockaddr *addr)
 	wild = 0;
 	if (!cma_addr_any(addr)) {
 		uint8_t gid[16];
+
+		/* As the kernel's bind, which finds the address's netdev in the
+		 * caller's namespace: another namespace's address is not ours. */
+		if (!cma_netns_addr_local(id->caller.ns, addr))
+			return cma_fail(EADDRNOTAVAIL);
 
 		p = local_port_of_addr(addr, &gid_index, 0);
 		/* As the kernel's rdma_bind_addr, whose cma_any_addr() counts a
@@ -481,7 +491,7 @@ int cma_bind_locked(struct cma_id *id, const struct sockaddr *addr)
 
 		for (i = 0; i < range; i++) {
 			port = (uint16_t)(EPHEMERAL_LO + (start + i) % range);
-			if (!port_used(id->id.ps, port))
+			if (!port_used(id->caller.ns, id->id.ps, port))
 				break;
 		}
 		if (i == range)
@@ -502,7 +512,7 @@ int cma_bind_locked(struct cma_id *id, const struct sockaddr *addr)
 	id->bound = 1;
 	id->bind_port = port;
 	{
-		uint32_t *cnt = bind_count(id->id.ps, port, 1);
+		uint32_t *cnt = bind_count(id->caller.ns, id->id.ps, port, 1);
 		if (cnt)
 			(*cnt)++;
 	}
@@ -739,15 +749,17 @@ struct ipr {
  * behind its interface: IPR_OK; IPR_NODEV when the interface is known to
  * have no RDMA port; IPR_FALLBACK when the routing table does not decide
  * (no rtnetlink, no route, an own or loopback address, an interface
- * whose ports report no netdevs). */
-static int ip_route_port(const struct sockaddr *dst, const struct sockaddr *src, struct ipr *o)
+ * whose ports report no netdevs). nl: the rtnetlink socket of the id's
+ * namespace (cma_netns_nl; -1: ours). */
+static int ip_route_port(int nl, const struct sockaddr *dst, const struct sockaddr *src,
+			 struct ipr *o)
 {
 	int fam = dst->sa_family, have_src = !cma_addr_any(src) && src->sa_family == fam;
 	struct nlr_link l;
 	uint8_t gid[16];
 
 	memset(o, 0, sizeof(*o));
-	if (nlr_get_route(fam, ip_bytes(dst), have_src ? ip_bytes(src) : NULL, &o->rt) != 0)
+	if (nlr_get_route_fd(nl, fam, ip_bytes(dst), have_src ? ip_bytes(src) : NULL, &o->rt) != 0)
 		return IPR_FALLBACK;
 	if (o->rt.type != RTN_UNICAST || o->rt.oif <= 0)
 		return IPR_FALLBACK; /* local, broadcast, blackhole, ... */
@@ -757,7 +769,7 @@ static int ip_route_port(const struct sockaddr *dst, const struct sockaddr *src,
 		memcpy(o->src, o->rt.prefsrc, 16);
 	else
 		return IPR_FALLBACK;
-	if (nlr_get_link(o->rt.oif, &l) != 0 || l.type == ARPHRD_LOOPBACK)
+	if (nlr_get_link_fd(nl, o->rt.oif, &l) != 0 || l.type == ARPHRD_LOOPBACK)
 		return IPR_FALLBACK;
 	if (l.type == ARPHRD_INFINIBAND) {
 		if (nlr_ipoib_gid(l.addr, l.addr_len, gid) < 0)
@@ -803,6 +815,9 @@ struct cma_nr_req {
 	int family;
 	uint8_t nexthop[16], dst[16];
 	int timeout_ms;
+	/* The namespace the neighbour is awaited in (referenced; NULL: ours).
+	 * Its socket (cma_netns_nl) is used under g.lock only. */
+	struct cma_netns *ns_nl;
 };
 
 void cma_addr_release(struct cma_id *id)
@@ -836,6 +851,8 @@ static void neigh_trigger(int fd, const struct cma_nr_req *q, uint32_t seq)
 
 	if (n && geteuid() == 0 && sendto(fd, req, n, 0, (struct sockaddr *)&to, sizeof(to)) >= 0)
 		return; /* the ACK (or error) is read and ignored with the notifications */
+	if (q->ns_nl)
+		return; /* a datagram would leave from our namespace, not the id's */
 	memset(&ss, 0, sizeof(ss));
 	if (q->family == AF_INET) {
 		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
@@ -864,16 +881,23 @@ static void *nr_thread(void *arg)
 	struct nlr_neigh n;
 	uint8_t dgid[16];
 	uint64_t deadline = (uint64_t)cma_now() + (uint64_t)q->timeout_ms * 1000000ull, next_trigger = 0;
-	int fd = nlr_open(RTMGRP_NEIGH), status = -ETIMEDOUT, e;
+	/* Another namespace: its one socket is shared (and used under
+	 * g.lock), so no notifications: the entry is looked at every 100 ms. */
+	int nl = cma_netns_nl(q->ns_nl);
+	int fd = nl < 0 ? nlr_open(RTMGRP_NEIGH) : nl, status = -ETIMEDOUT, e;
 	uint32_t seq = (uint32_t)getpid() ^ (uint32_t)(uintptr_t)q;
 
 	memset(&n, 0, sizeof(n));
 	while (fd >= 0) {
 		uint64_t now = (uint64_t)cma_now();
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		struct pollfd pfd = { .fd = nl < 0 ? fd : -1, .events = POLLIN };
 		char buf[8192];
 
-		e = nlr_get_neigh(q->family, q->r.rt.oif, q->nexthop, &n);
+		if (nl >= 0)
+			pthread_mutex_lock(&g.lock);
+		e = nlr_get_neigh_fd(nl, q->family, q->r.rt.oif, q->nexthop, &n);
+		if (nl >= 0)
+			pthread_mutex_unlock(&g.lock);
 		if (e == 0 && nlr_neigh_valid(n.state)) {
 			status = neigh_dgid(q, &n, dgid) == 0 ? 0 : -EHOSTUNREACH;
 			break;
@@ -883,7 +907,11 @@ static void *nr_thread(void *arg)
 		/* no entry, INCOMPLETE, or FAILED: (again) ask, as the kernel
 		 * keeps asking until its request times out */
 		if (now >= next_trigger && (e != 0 || !(n.state & NUD_INCOMPLETE))) {
+			if (nl >= 0)
+				pthread_mutex_lock(&g.lock);
 			neigh_trigger(fd, q, ++seq);
+			if (nl >= 0)
+				pthread_mutex_unlock(&g.lock);
 			next_trigger = now + 1000000000ull;
 		}
 		/* a notification (or 100 ms) and look again */
@@ -894,7 +922,7 @@ static void *nr_thread(void *arg)
 	}
 	if (fd < 0)
 		status = -EHOSTUNREACH;
-	else
+	else if (nl < 0)
 		close(fd);
 	pthread_mutex_lock(&g.lock);
 	struct cma_id *id = q->id;
@@ -910,6 +938,7 @@ static void *nr_thread(void *arg)
 		id->nr_req = NULL; /* moved on meanwhile: nothing to answer */
 	}
 	cma_unlock();
+	cma_netns_put(q->ns_nl);
 	free(q->ev);
 	free(q);
 	return NULL;
@@ -930,7 +959,7 @@ static int ip_resolve(struct cma_id *id, const struct sockaddr *dst, int timeout
 	struct cma_event *e;
 
 	*done = 0;
-	rc = ip_route_port(dst, src, &r);
+	rc = ip_route_port(cma_netns_nl(id->caller.ns), dst, src, &r);
 	if (id->state != ST_BOUND || id->nr_req)
 		return errno = EINVAL, -1; /* the lock was dropped: something else came first */
 	if (rc == IPR_FALLBACK)
@@ -943,7 +972,7 @@ static int ip_resolve(struct cma_id *id, const struct sockaddr *dst, int timeout
 		uint8_t nh16[16] = { 0 };
 
 		memcpy(nh16, nh, dst->sa_family == AF_INET ? 4 : 16);
-		rc = nlr_get_neigh(dst->sa_family, r.rt.oif, nh16, &n);
+		rc = nlr_get_neigh_fd(cma_netns_nl(id->caller.ns), dst->sa_family, r.rt.oif, nh16, &n);
 		if (rc == 0 && nlr_neigh_valid(n.state)) {
 			struct cma_nr_req tmp = { .r = r, .family = dst->sa_family };
 
@@ -967,6 +996,8 @@ static int ip_resolve(struct cma_id *id, const struct sockaddr *dst, int timeout
 			memcpy(q->nexthop, nh16, 16);
 			memcpy(q->dst, ip_bytes(dst), dst->sa_family == AF_INET ? 4 : 16);
 			q->timeout_ms = timeout_ms > 0 ? timeout_ms : 2000;
+			/* the neighbour wait runs in the id's namespace */
+			q->ns_nl = cma_netns_get(id->caller.ns);
 			if (!id->port) {
 				/* held from now on: a second resolve is refused */
 				cma_set_bound_port(id, r.port);
@@ -979,6 +1010,7 @@ static int ip_resolve(struct cma_id *id, const struct sockaddr *dst, int timeout
 			pthread_sigmask(SIG_SETMASK, &old, NULL);
 			if (rc) {
 				id->nr_req = NULL;
+				cma_netns_put(q->ns_nl);
 				free(q->ev);
 				free(q);
 				return errno = rc, -1;

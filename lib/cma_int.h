@@ -227,7 +227,7 @@ struct cma_caller {
 	int self;                   /* this process: asked at the call (cma_caller_self) */
 	uid_t uid;
 	int priv;                   /* CAP_NET_BIND_SERVICE in the initial user namespace */
-	struct cma_netns *ns;       /* NULL: ours (the only one so far) */
+	struct cma_netns *ns;       /* NULL: ours; else referenced (cma_netns.c) */
 };
 
 struct cma_id {
@@ -558,6 +558,7 @@ int cma_ip_family(const struct cma_id *id);
 struct cma_req_in {
 	struct sockaddr_storage peer, ours;
 	int hdr;
+	struct cma_netns *ns;       /* the namespace it is for (cma_netns_of_req) */
 	struct cma_id *l;
 };
 void cma_req_in(const struct cmp_event *ev, struct cma_req_in *r);
@@ -578,6 +579,37 @@ void cma_addrinfo_release(struct cma_id *id);
 void cma_addr_release(struct cma_id *id);
 /* A deep copy of an rdma_addrinfo list: 0, or -1/errno. */
 int cma_addrinfo_copy(const struct rdma_addrinfo *a, struct rdma_addrinfo **out);
+
+/* ---- cma_netns.c: network namespaces (uscmd's clients) -------------------------- */
+/* The namespace of fd, a client's AF_NETLINK / NETLINK_ROUTE socket (its
+ * SO_NETNS_COOKIE): *out referenced, NULL for ours (and on a kernel
+ * without the cookie). fd stays the caller's (the first client's is
+ * dup'd). 0, or -1/EINVAL (not a route socket), ENOMEM. */
+int cma_netns_from_fd(int fd, struct cma_netns **out);
+/* Another reference (ns NULL: ours, nothing to count); its release. */
+struct cma_netns *cma_netns_get(struct cma_netns *ns);
+void cma_netns_put(struct cma_netns *ns);
+/* Its key in the bind table and in --status: the cookie, 0 for ours. */
+uint64_t cma_netns_key(const struct cma_netns *ns);
+/* Its rtnetlink socket, -1 for ours (the nlr_* calls then open their own
+ * in this process's namespace). Used under g.lock only: one transaction
+ * at a time. */
+int cma_netns_nl(const struct cma_netns *ns);
+/* g.lock held from here on. */
+/* The bind table of a namespace other than ours (cma_addr.c keeps ours). */
+uint32_t *cma_netns_bind_count(struct cma_netns *ns, enum rdma_port_space ps, uint16_t port,
+			       int create);
+/* Does the namespace hold IP address a (rdma_bind_addr)? Ours, and AF_IB:
+ * 1 (the GID tables decide, as before). */
+int cma_netns_addr_local(struct cma_netns *ns, const struct sockaddr *a);
+/* The namespace a connection request to our address `ours` (its CMA
+ * header's destination) through GID dgid of p is for: ours when the GID is
+ * bound to one of our interfaces holding the address, else the client
+ * namespace holding it, else ours. Not referenced. */
+struct cma_netns *cma_netns_of_req(struct cma_port *p, const uint8_t dgid[16],
+				   const struct sockaddr *ours);
+/* uscmd --status: a line per namespace (g.lock not held). */
+size_t cma_netns_status(char *buf, size_t size);
 
 /* ---- cma_ud.c: UD ids and SIDR ------------------------------------------------ */
 /* The Q_Key of a UD id: its own once set, else the port space's default

@@ -482,3 +482,120 @@ int nlr_get_link(int ifindex, struct nlr_link *l)
 	memset(l, 0, sizeof(*l));
 	return one_shot(req, n, link_cb, l);
 }
+
+/* ---- the same on a given socket (a network namespace's, lib/cma_netns.c) ---- */
+
+/* fd < 0: a socket of its own in this process's namespace, as above. */
+static int shot_on(int fd, void *req, size_t len, int (*cb)(const struct nlmsghdr *, size_t, void *),
+		   void *arg)
+{
+	if (fd < 0)
+		return one_shot(req, len, cb, arg);
+	if (!len)
+		return -EINVAL;
+	return nlr_transact(fd, req, len, 1000, cb, arg);
+}
+
+int nlr_get_route_fd(int fd, int family, const void *dst, const void *src, struct nlr_route *r)
+{
+	char req[256];
+	size_t n = nlr_build_getroute(req, sizeof(req), next_seq(), family, dst, src, 0);
+
+	memset(r, 0, sizeof(*r));
+	return shot_on(fd, req, n, route_cb, r);
+}
+
+int nlr_get_neigh_fd(int fd, int family, int ifindex, const void *dst, struct nlr_neigh *nb)
+{
+	char req[256];
+	size_t n = nlr_build_getneigh(req, sizeof(req), next_seq(), family, ifindex, dst);
+
+	memset(nb, 0, sizeof(*nb));
+	return shot_on(fd, req, n, neigh_cb, nb);
+}
+
+int nlr_get_link_fd(int fd, int ifindex, struct nlr_link *l)
+{
+	char req[256];
+	size_t n = nlr_build_getlink(req, sizeof(req), next_seq(), ifindex);
+
+	memset(l, 0, sizeof(*l));
+	return shot_on(fd, req, n, link_cb, l);
+}
+
+size_t nlr_build_getaddr_dump(void *buf, size_t cap, uint32_t seq, int family)
+{
+	struct nlmsghdr *h = start(buf, cap, RTM_GETADDR, NLM_F_REQUEST | NLM_F_DUMP, seq,
+				   sizeof(struct ifaddrmsg));
+	struct ifaddrmsg *ifa;
+
+	if (!h)
+		return 0;
+	ifa = NLMSG_DATA(h);
+	ifa->ifa_family = (unsigned char)family;
+	return h->nlmsg_len;
+}
+
+int nlr_parse_addr(const struct nlmsghdr *h, size_t len, struct nlr_addr *a)
+{
+	const struct ifaddrmsg *ifa;
+	struct rtattr *at;
+	int rem, have_local = 0, have_addr = 0, e = check(h, len, RTM_NEWADDR, sizeof(struct ifaddrmsg));
+	uint8_t addr[16];
+
+	if (e)
+		return e;
+	ifa = NLMSG_DATA(h);
+	memset(a, 0, sizeof(*a));
+	a->family = ifa->ifa_family;
+	a->prefixlen = ifa->ifa_prefixlen;
+	a->scope = ifa->ifa_scope;
+	a->ifindex = (int)ifa->ifa_index;
+	if (!alen(a->family))
+		return -ENOMSG; /* AF_PACKET and the like: not an IP address */
+	FOR_ATTRS(h, sizeof(struct ifaddrmsg), at, rem) {
+		/* IFA_LOCAL is the interface's own address; IFA_ADDRESS the
+		 * peer's on a point-to-point link, else the same */
+		if (at->rta_type == IFA_LOCAL) {
+			if (addr_attr(at, a->family, a->addr))
+				return -EBADMSG;
+			have_local = 1;
+		} else if (at->rta_type == IFA_ADDRESS) {
+			if (addr_attr(at, a->family, addr))
+				return -EBADMSG;
+			have_addr = 1;
+		}
+	}
+	if (!have_local && have_addr)
+		memcpy(a->addr, addr, 16);
+	if (!have_local && !have_addr)
+		return -EBADMSG;
+	return rem == 0 || rem < (int)sizeof(struct rtattr) ? 0 : -EBADMSG;
+}
+
+struct addrs_walk {
+	int (*cb)(const struct nlr_addr *a, void *arg);
+	void *arg;
+};
+
+static int addr_cb(const struct nlmsghdr *h, size_t len, void *arg)
+{
+	struct addrs_walk *w = arg;
+	struct nlr_addr a;
+	int e = nlr_parse_addr(h, len, &a);
+
+	if (e == -ENOMSG)
+		return 0;
+	if (e)
+		return e;
+	return w->cb(&a, w->arg);
+}
+
+int nlr_get_addrs_fd(int fd, int (*cb)(const struct nlr_addr *a, void *arg), void *arg)
+{
+	char req[64];
+	struct addrs_walk w = { cb, arg };
+	size_t n = nlr_build_getaddr_dump(req, sizeof(req), next_seq(), AF_UNSPEC);
+
+	return shot_on(fd, req, n, addr_cb, &w);
+}

@@ -109,4 +109,27 @@ int nlr_get_route(int family, const void *dst, const void *src, struct nlr_route
 int nlr_get_neigh(int family, int ifindex, const void *dst, struct nlr_neigh *n);
 int nlr_get_link(int ifindex, struct nlr_link *l);
 
+/* The same lookups on the socket fd (a network namespace's rtnetlink
+ * socket: the answer is that namespace's); fd < 0 is the calls above, in
+ * this process's namespace. The caller keeps one transaction at a time
+ * on fd. */
+int nlr_get_route_fd(int fd, int family, const void *dst, const void *src, struct nlr_route *r);
+int nlr_get_neigh_fd(int fd, int family, int ifindex, const void *dst, struct nlr_neigh *n);
+int nlr_get_link_fd(int fd, int ifindex, struct nlr_link *l);
+
+/* RTM_NEWADDR (an answer of the RTM_GETADDR dump) */
+struct nlr_addr {
+	int family;
+	int ifindex;
+	unsigned prefixlen;
+	unsigned scope;       /* RT_SCOPE_HOST: loopback's 127.0.0.1/8, ::1 */
+	uint8_t addr[16];     /* IFA_LOCAL (else IFA_ADDRESS) */
+};
+size_t nlr_build_getaddr_dump(void *buf, size_t cap, uint32_t seq, int family);
+/* 0; -ENOMSG for another type or a family that is not IP. */
+int nlr_parse_addr(const struct nlmsghdr *h, size_t len, struct nlr_addr *a);
+/* Every IPv4 / IPv6 address of the namespace of fd (< 0: this process's)
+ * to cb, which returns 0 to go on. 0, -errno, or 1 (no rtnetlink). */
+int nlr_get_addrs_fd(int fd, int (*cb)(const struct nlr_addr *a, void *arg), void *arg);
+
 #endif
