@@ -16,7 +16,10 @@
  * The test process itself becomes node 1 in namespace A; node 2's
  * programs (unmodified rping) run in B through `ip netns exec`. In daemon
  * mode (rping_ipv6_daemon) each node's uscmd is restarted in its node's
- * namespace, where it resolves addresses. Skipped
+ * namespace, where it resolves addresses; in two_namespaces_one_uscmd
+ * node 1's uscmd stays in the root namespace and serves programs in A
+ * and B, each in its own namespace (its port space, its addresses).
+ * Skipped
  * only when this machine cannot create network namespaces (not root);
  * iproute2 missing is a missing prerequisite.
  */
@@ -46,7 +49,9 @@ static void teardown(void)
 TestSuite(netns, .fini = teardown, .timeout = 60);
 
 /* The two namespaces and their veths; the fabric (RoCE); this process
- * enters A as node 1. */
+ * enters A as node 1. daemon: 0 in-process; 1 each node's uscmd in its
+ * node's namespace; 2 the uscmds stay in the root namespace (serving
+ * clients in A and B). */
 static void net_up_mode(int daemon)
 {
 	char *out = NULL;
@@ -93,7 +98,9 @@ static void net_up_mode(int daemon)
 		   nsa, nsb, nsa);
 	cr_assert_eq(rc, 0, "IPv6 never came up on the veths: %s", out);
 	free(out);
-	if (daemon) {
+	if (daemon == 2) {
+		lt_fabric_start_daemon("roce", 2);
+	} else if (daemon) {
 		/* each node's uscmd in the node's namespace: the resolution is
 		 * uscmd's, in the namespace it runs in */
 		lt_fabric_start_daemon("roce", 2);
@@ -459,4 +466,124 @@ Test(netns, udaddy_ipv6)
 	cr_expect_eq(st, 0, "udaddy -s fd00::2 exited %d:\n%s", st, out);
 	cr_expect(strstr(out, "test complete"), "%s", out);
 	free(out);
+}
+
+/* The data length of the first "ping data: " line of an rping -v output
+ * (the client's -S size less one), or -1. */
+static int ping_len(const char *out)
+{
+	const char *p = out ? strstr(out, "ping data: ") : NULL;
+
+	if (!p)
+		return -1;
+	p += strlen("ping data: ");
+	return (int)strcspn(p, "\n");
+}
+
+/* uscmd --status of node 1: its netns section shows both namespaces
+ * listening (a line per namespace key with listen >= 1). */
+static int both_listen(char **status)
+{
+	int n = 0;
+
+	free(*status);
+	*status = NULL;
+	lt_sh(status, "%s/uscmd --status --socket %s/node1/uscmd.sock 2>&1", lt_bin(),
+	      getenv("USCM_SIM_DIR"));
+	const char *p = *status ? strstr(*status, "\nnetns ") : NULL;
+	for (p = p ? strchr(p + 1, '\n') : NULL; p && p[1]; p = strchr(p + 1, '\n')) {
+		unsigned long long key;
+		unsigned ids, bound, listen;
+
+		if (sscanf(p + 1, "%llu %u %u %u", &key, &ids, &bound, &listen) == 4 && key &&
+		    listen >= 1)
+			n++;
+	}
+	return n == 2;
+}
+
+/* The kernel's rdma_cm keeps a port space per network namespace and binds
+ * in the caller's: one node's uscmd (in the root namespace) serves
+ * programs in A and B as two hosts' would. An unmodified rping -s on the
+ * wildcard, port 7471, in each namespace: both listen; a client in each
+ * (distinct -S sizes) reaches its own server, the one of the namespace
+ * holding the address it connects to (A: 10.77.1.1, B: 10.77.2.1, both
+ * node 1's: the fabric's hosts file names them with node 1's GID, as
+ * containers' addresses on one host's RDMA netdev). In A, B's address
+ * cannot be bound (EADDRNOTAVAIL) and A's port 7471 is in use (held by
+ * A's wildcard listener: EADDRNOTAVAIL, as the kernel's cma_check_port),
+ * while A's own address binds. (The servers' buffers are rping's
+ * default 64 bytes: the clients' sizes stay below.) */
+Test(netns, two_namespaces_one_uscmd)
+{
+	char *out = NULL, *ca = NULL, *cb = NULL, *sa = NULL, *sb = NULL, *status = NULL;
+	const char *dir;
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	struct sockaddr_in a = lt_sin("10.77.1.1", 0), b = lt_sin("10.77.2.1", 0),
+			   any = lt_sin("0.0.0.0", 7471);
+	int st_a, st_b, i;
+
+	if (lt_sh(NULL, "command -v rping >/dev/null") != 0)
+		tf_skip_missing("rping (Debian rdmacm-utils) is not installed");
+	net_up_mode(2);
+	dir = getenv("USCM_SIM_DIR");
+	cr_assert_eq(lt_sh(&out,
+			   "ip -n %s addr add 10.77.1.1/32 dev %sa0 && ip -n %s addr add 10.77.2.1/32 dev %sb0"
+			   " && printf '10.77.1.1 ::ffff:127.10.0.1\n10.77.2.1 ::ffff:127.10.0.1\n' >>%s/hosts 2>&1",
+			   nsa, nsa, nsb, nsb, dir),
+		     0, "%s", out);
+	free(out);
+	out = NULL;
+	for (int n = 0; n < 2; n++)
+		lt_sh(NULL,
+		      "ip netns exec %s env USCM_SIM_NODE=node1 %s timeout 20 rping -s -a 0.0.0.0 -p 7471 -C 3 -v "
+		      ">%s/server%c.out 2>&1 &",
+		      n ? nsb : nsa, lt_util_env(), dir, n ? 'B' : 'A');
+	for (i = 0; i < 100 && !both_listen(&status); i++)
+		usleep(50 * 1000);
+	cr_assert(i < 100, "both servers listen on 7471, each in its namespace:\n%s", status);
+
+	/* this process is in A: B's address is not ours; A's port 7471 is
+	 * taken in A only */
+	ch = rdma_create_event_channel();
+	cr_assert(ch);
+	cr_assert_eq(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
+	cr_expect_eq(rdma_bind_addr(id, (struct sockaddr *)&b), -1, "B's address bound in A");
+	cr_expect_eq(errno, EADDRNOTAVAIL);
+	/* the kernel's answer when a wildcard holds the port */
+	cr_expect_eq(rdma_bind_addr(id, (struct sockaddr *)&any), -1, "A's 7471 is rping's");
+	cr_expect_eq(errno, EADDRNOTAVAIL);
+	cr_expect_eq(rdma_bind_addr(id, (struct sockaddr *)&a), 0, "A's address in A: %s",
+		     strerror(errno));
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+
+	/* both clients at once, each in its namespace */
+	lt_sh(NULL,
+	      "ip netns exec %s env USCM_SIM_NODE=node1 %s timeout 20 rping -c -a 10.77.2.1 -p 7471 -S 50 -C 3 -v "
+	      ">%s/clientB.out 2>&1; echo $? >%s/clientB.rc &",
+	      nsb, lt_util_env(), dir, dir);
+	st_a = lt_sh(&ca,
+		     "ip netns exec %s env USCM_SIM_NODE=node1 %s timeout 20 rping -c -a 10.77.1.1 -p 7471 -S 30 -C 3 -v 2>&1",
+		     nsa, lt_util_env());
+	for (i = 0; i < 200 && lt_sh(NULL, "test -s %s/clientB.rc", dir) != 0; i++)
+		usleep(50 * 1000);
+	st_b = lt_sh(&cb, "cat %s/clientB.out; exit $(cat %s/clientB.rc)", dir, dir);
+	cr_expect_eq(st_a, 0, "client in A exited %d:\n%s", st_a, ca);
+	cr_expect_eq(st_b, 0, "client in B exited %d:\n%s", st_b, cb);
+	/* the servers exit after their client's -C 3 */
+	for (i = 0; i < 100 && lt_sh(NULL, "pgrep -f 'rping -s -a 0.0.0.0 -p 7471' >/dev/null") == 0; i++)
+		usleep(50 * 1000);
+	lt_sh(&sa, "cat %s/serverA.out", dir);
+	lt_sh(&sb, "cat %s/serverB.out", dir);
+	cr_expect_eq(ping_len(ca), 29, "client A's -S 30:\n%s", ca);
+	cr_expect_eq(ping_len(sa), 29, "server A saw client A (-S 30):\n%s", sa);
+	cr_expect_eq(ping_len(cb), 49, "client B's -S 50:\n%s", cb);
+	cr_expect_eq(ping_len(sb), 49, "server B saw client B (-S 50):\n%s", sb);
+	free(ca);
+	free(cb);
+	free(sa);
+	free(sb);
+	free(status);
 }
