@@ -1276,6 +1276,7 @@ struct cma_id *cma_req_id(struct cma_port *p, const struct cma_req_in *r,
 	if (!nid)
 		return NULL;
 	nid->caller = l->caller; /* the listener's owner owns its connections */
+	cma_netns_get(nid->caller.ns); /* and they are in its namespace */
 	cma_set_bound_port(nid, p);
 	if (r->hdr == 0) {
 		memcpy(&nid->id.route.addr.src_storage, &r->ours, sizeof(r->ours));
