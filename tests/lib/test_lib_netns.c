@@ -100,6 +100,18 @@ static void net_up_mode(int daemon)
 	free(out);
 	if (daemon == 2) {
 		lt_fabric_start_daemon("roce", 2);
+		/* each node's netdev is in its namespace: a program of the node
+		 * there reads its GID table once, and the sim then reports the
+		 * GIDs bound to that interface to the uscmds in the root
+		 * namespace too, as the kernel's GID table holds the netdevs of
+		 * every namespace (docs/sim.md) */
+		for (int n = 1; n <= 2; n++) {
+			rc = lt_sh(&out, "ip netns exec %s env USCM_SIM_NODE=node%d %s ibv_devinfo -v 2>&1",
+				   n == 1 ? nsa : nsb, n, lt_util_env());
+			cr_assert_eq(rc, 0, "ibv_devinfo of node%d: %s", n, out);
+			free(out);
+			out = NULL;
+		}
 	} else if (daemon) {
 		/* each node's uscmd in the node's namespace: the resolution is
 		 * uscmd's, in the namespace it runs in */
@@ -321,7 +333,8 @@ static void rping_ipv6(int daemon)
 	net_up_mode(daemon);
 	out = pair("rping -s -a fd00::2 -C 3 -v", "rping -c -a fd00::2 -C 3 -v", &st);
 	cr_expect_eq(st, 0, "rping -c -a fd00::2 (%s) exited %d:\n%s",
-		     daemon ? "daemon mode" : "in-process", st, out);
+		     daemon == 2 ? "uscmds in the root namespace" : daemon ? "daemon mode" : "in-process",
+		     st, out);
 	cr_expect(strstr(out, "rdma-ping-2"), "%s", out);
 	cr_expect(neigh_state(nsa, "fd00::2", "lladdr"), "Neighbour Discovery ran");
 	free(out);
@@ -339,6 +352,58 @@ Test(netns, rping_ipv6)
 Test(netns, rping_ipv6_daemon)
 {
 	rping_ipv6(1);
+}
+
+/* The same with both nodes' uscmds in the root namespace: each resolves,
+ * binds and takes the connection request in its client's namespace. */
+Test(netns, rping_ipv6_uscmd_in_root)
+{
+	rping_ipv6(2);
+}
+
+/* This process in A is a client of node 1's uscmd in the root namespace:
+ * the routing and neighbour tables are A's (the root namespace has no
+ * route to fd00::/64 nor the veths): fd00::2 resolves through a0 from
+ * fd00::1 (Neighbour Discovery in A), 10.99.0.2 routes out of a1, which
+ * has no RDMA port (-ENODEV), and nobody at 127.10.0.77 is -ETIMEDOUT
+ * after timeout_ms, as in process. */
+Test(netns, resolve_in_the_clients_namespace)
+{
+	struct sockaddr_in6 dst6 = { .sin6_family = AF_INET6, .sin6_port = htons(7471) };
+	struct sockaddr_in nodev = sin4("10.99.0.2"), nobody = sin4("127.10.0.77");
+	uint8_t want[16];
+	struct rdma_event_channel *ch;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	uint64_t call_ms, ev_ms;
+
+	net_up_mode(2);
+	inet_pton(AF_INET6, "fd00::2", &dst6.sin6_addr);
+	inet_pton(AF_INET6, "fd00::1", want);
+	ch = rdma_create_event_channel();
+	cr_assert(ch);
+	ev = resolve(ch, &id, NULL, (struct sockaddr *)&dst6, 3000, &call_ms, &ev_ms);
+	cr_assert_eq(ev->event, RDMA_CM_EVENT_ADDR_RESOLVED, "%s %d", rdma_event_str(ev->event),
+		     ev->status);
+	rdma_ack_cm_event(ev);
+	cr_expect_arr_eq(id->route.addr.src_sin6.sin6_addr.s6_addr, want, 16, "A's route's source");
+	cr_expect_arr_eq(id->route.addr.addr.ibaddr.sgid.raw, want, 16, "the GID of a0");
+	cr_expect_arr_eq(id->route.addr.addr.ibaddr.dgid.raw, dst6.sin6_addr.s6_addr, 16);
+	cr_expect(neigh_state(nsa, "fd00::2", "lladdr"), "Neighbour Discovery ran in A");
+	rdma_destroy_id(id);
+	ev = resolve(ch, &id, NULL, (struct sockaddr *)&nodev, 1000, &call_ms, &ev_ms);
+	cr_assert_eq(ev->event, RDMA_CM_EVENT_ADDR_ERROR, "%s", rdma_event_str(ev->event));
+	cr_expect_eq(ev->status, -ENODEV);
+	rdma_ack_cm_event(ev);
+	rdma_destroy_id(id);
+	ev = resolve(ch, &id, NULL, (struct sockaddr *)&nobody, 700, &call_ms, &ev_ms);
+	cr_assert_eq(ev->event, RDMA_CM_EVENT_ADDR_ERROR, "%s", rdma_event_str(ev->event));
+	cr_expect_eq(ev->status, -ETIMEDOUT);
+	rdma_ack_cm_event(ev);
+	cr_expect_geq(ev_ms, 650, "not before timeout_ms (%llu ms)", (unsigned long long)ev_ms);
+	cr_expect_leq(ev_ms, 1300, "soon after timeout_ms (%llu ms)", (unsigned long long)ev_ms);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
 }
 
 /* IPv6: unmodified ucmatose, two connections. */
