@@ -331,29 +331,45 @@ int cma_netns_addr_local(struct cma_netns *ns, const struct sockaddr *sa)
 	return lookup(ns, fam, ip, 0, 1, 0) != NULL;
 }
 
+/* reg_lock held: the client namespace holding ip (exactly: a loopback
+ * destination is anybody's, and stays ours) on interface ifindex (0:
+ * any). The lists as they are first (read again only when old), then, on
+ * a miss, read again. */
+static struct cma_netns *reg_find(int fam, const uint8_t *ip, int ifindex)
+{
+	for (int pass = 0; pass < 2; pass++)
+		for (struct cma_netns *ns = reg; ns; ns = ns->next)
+			if (lookup(ns, fam, ip, ifindex, 0, pass ? ADDRS_MISS_GAP_NS : CMP_TIME_NEVER))
+				return ns;
+	return NULL;
+}
+
 struct cma_netns *cma_netns_of_req(struct cma_port *p, const uint8_t dgid[16],
 				   const struct sockaddr *ours)
 {
 	struct cma_netns *hit = NULL;
 	uint8_t ip[16];
-	int fam, idx;
+	int fam, idx, ndev = 0;
 
 	if (!__atomic_load_n(&reg_n, __ATOMIC_RELAXED) || !ours || !(fam = ip_of(ours, ip)))
 		return NULL; /* one namespace (or no IP header): ours, as ever */
-	/* The destination GID bound to an interface of ours that holds the
-	 * address: ours, as the kernel takes the namespace of the GID's
-	 * netdev. (The indexes libibverbs reports are our namespace's.) */
-	if (p && dgid && p->gid_ndevs && (idx = cma_port_gid_index(p, dgid)) >= 0 &&
-	    p->gid_ndevs[idx] && lookup(&own, fam, ip, (int)p->gid_ndevs[idx], 0, ADDRS_MISS_GAP_NS))
+	/* As the kernel: the namespace of the destination GID's netdev, if
+	 * it holds the address there. libibverbs names the netdev by its
+	 * index, which is an index in the netdev's own namespace: ours first,
+	 * then a client namespace with the address on that index. */
+	if (p && dgid && p->gid_ndevs && (idx = cma_port_gid_index(p, dgid)) >= 0)
+		ndev = (int)p->gid_ndevs[idx];
+	if (ndev && lookup(&own, fam, ip, ndev, 0, ADDRS_MISS_GAP_NS))
 		return NULL;
 	pthread_mutex_lock(&reg_lock);
-	/* Exact addresses only: a loopback destination is anybody's, and
-	 * stays ours. The lists as they are first (read again only when
-	 * old), then, on a miss, read again. */
-	for (int pass = 0; pass < 2 && !hit; pass++)
-		for (struct cma_netns *ns = reg; ns && !hit; ns = ns->next)
-			if (lookup(ns, fam, ip, 0, 0, pass ? ADDRS_MISS_GAP_NS : CMP_TIME_NEVER))
-				hit = ns;
+	/* then, with no netdev known for the GID (or one not holding the
+	 * address: a GID several namespaces' addresses share, as the
+	 * simulated fabric's hosts file may name them), the namespace
+	 * holding the address */
+	if (ndev)
+		hit = reg_find(fam, ip, ndev);
+	if (!hit)
+		hit = reg_find(fam, ip, 0);
 	if (hit)
 		hit->reqs++;
 	pthread_mutex_unlock(&reg_lock);
