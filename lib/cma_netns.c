@@ -362,13 +362,14 @@ struct cma_netns *cma_netns_of_req(struct cma_port *p, const uint8_t dgid[16],
 	if (ndev && lookup(&own, fam, ip, ndev, 0, ADDRS_MISS_GAP_NS))
 		return NULL;
 	pthread_mutex_lock(&reg_lock);
-	/* then, with no netdev known for the GID (or one not holding the
-	 * address: a GID several namespaces' addresses share, as the
-	 * simulated fabric's hosts file may name them), the namespace
-	 * holding the address */
 	if (ndev)
 		hit = reg_find(fam, ip, ndev);
-	if (!hit)
+	/* Then, with no netdev known for the GID (or one not holding the
+	 * address: a GID several namespaces' addresses share, as the
+	 * simulated fabric's hosts file may name them), the namespace holding
+	 * the address: ours first (a request to the host's own address costs
+	 * no walk of the client namespaces while the cache holds it). */
+	if (!hit && !lookup(&own, fam, ip, 0, 0, ADDRS_MISS_GAP_NS))
 		hit = reg_find(fam, ip, 0);
 	if (hit)
 		hit->reqs++;
