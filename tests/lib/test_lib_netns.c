@@ -524,8 +524,8 @@ Test(netns, udaddy_ipv6)
 	char *out;
 	int st;
 
-	if (lt_sh(NULL, "command -v udaddy >/dev/null") != 0)
-		tf_skip_missing("udaddy (Debian rdmacm-utils) is not installed");
+	if (lt_sh(NULL, "command -v udaddy >/dev/null && command -v rping >/dev/null") != 0)
+		tf_skip_missing("udaddy and rping (Debian rdmacm-utils) are not installed");
 	net_up();
 	out = pair("udaddy -b fd00::2", "udaddy -s fd00::2", &st);
 	cr_expect_eq(st, 0, "udaddy -s fd00::2 exited %d:\n%s", st, out);
@@ -545,26 +545,85 @@ static int ping_len(const char *out)
 	return (int)strcspn(p, "\n");
 }
 
-/* uscmd --status of node 1: its netns section shows both namespaces
- * listening (a line per namespace key with listen >= 1). */
-static int both_listen(char **status)
+/* uscmd --status of node 1: its netns section's lines of client
+ * namespaces (key not 0), with reqs[] their connection requests (the
+ * first two). Their count. */
+static int ns_lines(char **status, unsigned *listening, unsigned long long reqs[2])
 {
 	int n = 0;
 
+	*listening = 0;
 	free(*status);
 	*status = NULL;
 	lt_sh(status, "%s/uscmd --status --socket %s/node1/uscmd.sock 2>&1", lt_bin(),
 	      getenv("USCM_SIM_DIR"));
 	const char *p = *status ? strstr(*status, "\nnetns ") : NULL;
 	for (p = p ? strchr(p + 1, '\n') : NULL; p && p[1]; p = strchr(p + 1, '\n')) {
-		unsigned long long key;
+		unsigned long long key, r;
 		unsigned ids, bound, listen;
 
-		if (sscanf(p + 1, "%llu %u %u %u", &key, &ids, &bound, &listen) == 4 && key &&
-		    listen >= 1)
-			n++;
+		if (sscanf(p + 1, "%llu %u %u %u %llu", &key, &ids, &bound, &listen, &r) != 5 || !key)
+			continue;
+		*listening += listen >= 1;
+		if (n < 2)
+			reqs[n] = r;
+		n++;
 	}
-	return n == 2;
+	return n;
+}
+
+/* Each of the two client namespaces had exactly one connection request
+ * matched to it. */
+static void one_request_each(char **status)
+{
+	unsigned long long reqs[2] = { 0, 0 };
+	unsigned listening;
+
+	cr_expect_eq(ns_lines(status, &listening, reqs), 2, "%s", *status);
+	cr_expect(reqs[0] == 1 && reqs[1] == 1, "one request matched to each namespace:\n%s",
+		  *status);
+}
+
+/* uscmd --status of node 1: its netns section shows both namespaces
+ * listening (a line per client namespace with listen >= 1). */
+static int both_listen(char **status)
+{
+	unsigned long long reqs[2];
+	unsigned listening;
+
+	ns_lines(status, &listening, reqs);
+	return listening == 2;
+}
+
+/* A client of node 1's uscmd in B that stays (a listener on another port,
+ * nobody connects) once B's server and clients are gone: uscmd forgets a
+ * namespace with its last client, and its line in --status with it. (This
+ * process is A's.) */
+static void keep_b(const char *dir)
+{
+	lt_sh(NULL,
+	      "ip netns exec %s env USCM_SIM_NODE=node1 %s timeout 20 rping -s -a 10.77.2.1 -p 7999 "
+	      ">%s/keeper.out 2>&1 &",
+	      nsb, lt_util_env(), dir);
+}
+
+/* Node 1's addresses in A (10.77.1.1) and B (10.77.2.1), on the
+ * interfaces holding its GIDs there; the fabric's hosts file names both
+ * with node 1's one IPv4 GID. The fabric's directory. */
+static const char *tenants_up(void)
+{
+	const char *dir;
+	char *out = NULL;
+
+	net_up_mode(2);
+	dir = getenv("USCM_SIM_DIR");
+	cr_assert_eq(lt_sh(&out,
+			   "ip -n %s addr add 10.77.1.1/32 dev %sa0 && ip -n %s addr add 10.77.2.1/32 dev %sb0"
+			   " && printf '10.77.1.1 ::ffff:127.10.0.1\n10.77.2.1 ::ffff:127.10.0.1\n' >>%s/hosts 2>&1",
+			   nsa, nsa, nsb, nsb, dir),
+		     0, "%s", out);
+	free(out);
+	return dir;
 }
 
 /* The kernel's rdma_cm keeps a port space per network namespace and binds
@@ -581,7 +640,7 @@ static int both_listen(char **status)
  * default 64 bytes: the clients' sizes stay below.) */
 Test(netns, two_namespaces_one_uscmd)
 {
-	char *out = NULL, *ca = NULL, *cb = NULL, *sa = NULL, *sb = NULL, *status = NULL;
+	char *ca = NULL, *cb = NULL, *sa = NULL, *sb = NULL, *status = NULL;
 	const char *dir;
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id;
@@ -591,15 +650,7 @@ Test(netns, two_namespaces_one_uscmd)
 
 	if (lt_sh(NULL, "command -v rping >/dev/null") != 0)
 		tf_skip_missing("rping (Debian rdmacm-utils) is not installed");
-	net_up_mode(2);
-	dir = getenv("USCM_SIM_DIR");
-	cr_assert_eq(lt_sh(&out,
-			   "ip -n %s addr add 10.77.1.1/32 dev %sa0 && ip -n %s addr add 10.77.2.1/32 dev %sb0"
-			   " && printf '10.77.1.1 ::ffff:127.10.0.1\n10.77.2.1 ::ffff:127.10.0.1\n' >>%s/hosts 2>&1",
-			   nsa, nsa, nsb, nsb, dir),
-		     0, "%s", out);
-	free(out);
-	out = NULL;
+	dir = tenants_up();
 	for (int n = 0; n < 2; n++)
 		lt_sh(NULL,
 		      "ip netns exec %s env USCM_SIM_NODE=node1 %s timeout 20 rping -s -a 0.0.0.0 -p 7471 -C 3 -v "
@@ -608,6 +659,7 @@ Test(netns, two_namespaces_one_uscmd)
 	for (i = 0; i < 100 && !both_listen(&status); i++)
 		usleep(50 * 1000);
 	cr_assert(i < 100, "both servers listen on 7471, each in its namespace:\n%s", status);
+	keep_b(dir);
 
 	/* this process is in A: B's address is not ours; A's port 7471 is
 	 * taken in A only */
@@ -646,9 +698,58 @@ Test(netns, two_namespaces_one_uscmd)
 	cr_expect_eq(ping_len(sa), 29, "server A saw client A (-S 30):\n%s", sa);
 	cr_expect_eq(ping_len(cb), 49, "client B's -S 50:\n%s", cb);
 	cr_expect_eq(ping_len(sb), 49, "server B saw client B (-S 50):\n%s", sb);
+	one_request_each(&status);
 	free(ca);
 	free(cb);
 	free(sa);
 	free(sb);
+	free(status);
+}
+
+/* UD: the same with unmodified udaddy (SIDR_REQ, matched to a namespace
+ * as a REQ is): a server on the wildcard, port 7174 (udaddy's), in each namespace,
+ * each taking one client; both clients complete only if each SIDR_REQ
+ * reached its own namespace's server. */
+Test(netns, two_namespaces_one_uscmd_ud)
+{
+	char *ca = NULL, *cb = NULL, *status = NULL;
+	struct rdma_event_channel *ch;
+	const char *dir;
+	int st_a, st_b, i;
+
+	if (lt_sh(NULL, "command -v udaddy >/dev/null") != 0)
+		tf_skip_missing("udaddy (Debian rdmacm-utils) is not installed");
+	dir = tenants_up();
+	for (int n = 0; n < 2; n++)
+		lt_sh(NULL,
+		      "ip netns exec %s env USCM_SIM_NODE=node1 %s timeout 20 udaddy -b 0.0.0.0 "
+		      ">%s/server%c.out 2>&1 &",
+		      n ? nsb : nsa, lt_util_env(), dir, n ? 'B' : 'A');
+	for (i = 0; i < 100 && !both_listen(&status); i++)
+		usleep(50 * 1000);
+	cr_assert(i < 100, "both servers listen on 7174 (udaddy's port), each in its namespace:\n%s", status);
+	keep_b(dir);
+	/* this process (in A) a client too, for A's line in --status */
+	ch = rdma_create_event_channel();
+	cr_assert(ch, "%s", strerror(errno));
+	lt_sh(NULL,
+	      "ip netns exec %s env USCM_SIM_NODE=node1 %s timeout 20 udaddy -s 10.77.2.1 "
+	      ">%s/clientB.out 2>&1; echo $? >%s/clientB.rc &",
+	      nsb, lt_util_env(), dir, dir);
+	st_a = lt_sh(&ca, "ip netns exec %s env USCM_SIM_NODE=node1 %s timeout 20 udaddy -s 10.77.1.1 2>&1",
+		     nsa, lt_util_env());
+	for (i = 0; i < 200 && lt_sh(NULL, "test -s %s/clientB.rc", dir) != 0; i++)
+		usleep(50 * 1000);
+	st_b = lt_sh(&cb, "cat %s/clientB.out; exit $(cat %s/clientB.rc)", dir, dir);
+	cr_expect_eq(st_a, 0, "client in A exited %d:\n%s", st_a, ca);
+	cr_expect(ca && strstr(ca, "test complete"), "%s", ca);
+	cr_expect_eq(st_b, 0, "client in B exited %d:\n%s", st_b, cb);
+	cr_expect(cb && strstr(cb, "test complete"), "%s", cb);
+	/* (a udaddy server would serve a second client too: the count tells
+	 * where each SIDR_REQ went) */
+	one_request_each(&status);
+	rdma_destroy_event_channel(ch);
+	free(ca);
+	free(cb);
 	free(status);
 }
