@@ -485,7 +485,12 @@ int nlr_get_link(int ifindex, struct nlr_link *l)
 
 /* ---- the same on a given socket (a network namespace's, lib/cma_netns.c) ---- */
 
-/* fd < 0: a socket of its own in this process's namespace, as above. */
+/* fd < 0: a socket of its own in this process's namespace, as above.
+ * A given socket came from a client (uscmd), which may still hold it and
+ * read the answers away: the kernel answers at once, so a short wait
+ * bounds what such a client costs the caller (who holds the library
+ * lock). */
+#define NLR_SHARED_TIMEOUT_MS 250
 static int shot_on(int fd, void *req, size_t len, int (*cb)(const struct nlmsghdr *, size_t, void *),
 		   void *arg)
 {
@@ -493,7 +498,7 @@ static int shot_on(int fd, void *req, size_t len, int (*cb)(const struct nlmsghd
 		return one_shot(req, len, cb, arg);
 	if (!len)
 		return -EINVAL;
-	return nlr_transact(fd, req, len, 1000, cb, arg);
+	return nlr_transact(fd, req, len, NLR_SHARED_TIMEOUT_MS, cb, arg);
 }
 
 int nlr_get_route_fd(int fd, int family, const void *dst, const void *src, struct nlr_route *r)
