@@ -545,14 +545,26 @@ static int ping_len(const char *out)
 	return (int)strcspn(p, "\n");
 }
 
+static int ns_lines_sum(char **status, unsigned *listening, unsigned long long reqs[2],
+			unsigned *listeners);
+
 /* uscmd --status of node 1: its netns section's lines of client
  * namespaces (key not 0), with reqs[] their connection requests (the
  * first two). Their count. */
 static int ns_lines(char **status, unsigned *listening, unsigned long long reqs[2])
 {
+	return ns_lines_sum(status, listening, reqs, NULL);
+}
+
+/* The same, and *listeners (if not NULL) the listeners of all of them. */
+static int ns_lines_sum(char **status, unsigned *listening, unsigned long long reqs[2],
+			unsigned *listeners)
+{
 	int n = 0;
 
 	*listening = 0;
+	if (listeners)
+		*listeners = 0;
 	free(*status);
 	*status = NULL;
 	lt_sh(status, "%s/uscmd --status --socket %s/node1/uscmd.sock 2>&1", lt_bin(),
@@ -565,6 +577,8 @@ static int ns_lines(char **status, unsigned *listening, unsigned long long reqs[
 		if (sscanf(p + 1, "%llu %u %u %u %llu", &key, &ids, &bound, &listen, &r) != 5 || !key)
 			continue;
 		*listening += listen >= 1;
+		if (listeners)
+			*listeners += listen;
 		if (n < 2)
 			reqs[n] = r;
 		n++;
@@ -601,10 +615,25 @@ static int both_listen(char **status)
  * process is A's.) */
 static void keep_b(const char *dir)
 {
+	unsigned long long reqs[2];
+	unsigned listening, listeners = 0;
+	char *status = NULL;
+	int i;
+
 	lt_sh(NULL,
 	      "ip netns exec %s env USCM_SIM_NODE=node1 %s timeout 20 rping -s -a 10.77.2.1 -p 7999 "
 	      ">%s/keeper.out 2>&1 &",
 	      nsb, lt_util_env(), dir);
+	/* listening beside the two servers before any client starts (else B
+	 * could be forgotten and registered again, its count lost) */
+	for (i = 0; i < 100; i++) {
+		ns_lines_sum(&status, &listening, reqs, &listeners);
+		if (listeners >= 3)
+			break;
+		usleep(50 * 1000);
+	}
+	cr_assert_geq(listeners, 3, "the keeper in B listens:\n%s", status);
+	free(status);
 }
 
 /* Node 1's addresses in A (10.77.1.1) and B (10.77.2.1), on the
