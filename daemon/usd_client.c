@@ -201,6 +201,7 @@ void usd_client_free(struct usd_client *cl)
 		usd_id_free(id);
 	}
 	rdma_destroy_event_channel(cl->ec);
+	cma_caller_release(&cl->caller); /* after its ids, which referenced it too */
 	for (unsigned i = 0; i < cl->nchans; i++)
 		if (cl->chans[i] >= 0) {
 			close(cl->chans[i]);
@@ -582,9 +583,19 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		return;
 	}
 	cl->requests++;
-	/* only a new channel keeps its fd, and only an event channel end of
-	 * this client's uid (usd_fd.c): root must not write into anything else */
+	/* only a new channel (an event channel end of this client's uid) and
+	 * the HELLO (a route socket) keep their fd (usd_fd.c): root must not
+	 * write into anything else */
 	fd_in = usd_req_fd(0, h.op, fd_in, cl->uid, &chan_err);
+	/* Nothing before the HELLO has named the client's namespace: served
+	 * in ours, its ids would bind and resolve where it is not. (The
+	 * host-wide counters need no namespace: uscmd --status asks so.) */
+	if (!cl->helloed && h.op != USP_HELLO && h.op != USP_STATUS && h.op != USP_STATS) {
+		if (fd_in >= 0)
+			close(fd_in);
+		reply(cl, h.op, h.seq, EPROTO, NULL, 0);
+		return;
+	}
 	switch (h.op) {
 	case USP_HELLO: case USP_CHAN_CREATE: case USP_CHAN_DESTROY: case USP_CREATE_ID:
 	case USP_STATS: case USP_STATUS:
@@ -603,10 +614,35 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		struct usp_hello x;
 
 		memcpy(&x, b, sizeof(x));
-		if (x.version != USP_VERSION) {
-			err = EPROTO;
+		if (x.version != USP_VERSION || fd_in < 0) {
+			err = x.version != USP_VERSION ? EPROTO : chan_err;
+		} else {
+			struct cma_caller c = cl->caller;
+
+			/* the client's namespace: its route socket (cma_netns.c) */
+			if (cma_caller_from_fd(&c, fd_in) < 0) {
+				err = errno;
+			} else if (cl->helloed) {
+				/* one connection, one namespace: a second HELLO
+				 * changes nothing */
+				err = c.ns != cl->caller.ns ? EINVAL : 0;
+				cma_caller_release(&c);
+			} else {
+				cl->caller = c;
+				cl->helloed = 1;
+			}
+		}
+		if (fd_in >= 0)
+			close(fd_in);
+		if (err) {
+			if (usd.verbose)
+				fprintf(stderr, "uscmd: client %u: HELLO refused: %s\n", cl->num,
+					strerror(err));
 			break;
 		}
+		if (usd.verbose && cl->caller.ns)
+			fprintf(stderr, "uscmd: client %u: network namespace %llu\n", cl->num,
+				(unsigned long long)cma_netns_key(cl->caller.ns));
 		r.hello.client = cl->num;
 		r.hello.max_ids = (uint32_t)usd.lim.client[USD_IDS];
 		rlen = sizeof(r.hello);
@@ -1003,6 +1039,10 @@ size_t usd_status(char *buf, size_t size, uid_t viewer)
 	}
 	if (viewer != 0)
 		OUT("(%u clients of other users, %u ids: shown to root only)\n", others, others_ids);
+	/* the network namespaces served: port spaces and listeners per key */
+	o += cma_netns_status(buf + o, o < size ? size - o : 0);
+	if (o >= size)
+		o = size ? size - 1 : 0;
 #undef OUT
 	return o;
 }

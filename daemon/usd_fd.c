@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <linux/netlink.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,6 +43,22 @@ int usd_chan_fd_check(int fd, uid_t uid)
 	return 0;
 }
 
+int usd_route_fd_check(int fd)
+{
+	int dom = 0, proto = -1;
+	socklen_t l = sizeof(dom);
+
+	if (fd < 0)
+		return EPROTO; /* a HELLO names its namespace */
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) < 0)
+		return EINVAL; /* not a socket */
+	l = sizeof(proto);
+	if (dom != AF_NETLINK || getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &l) < 0 ||
+	    proto != NETLINK_ROUTE)
+		return EINVAL;
+	return 0;
+}
+
 int usd_req_fd(int check_err, uint16_t op, int fd, uid_t uid, int *chan_err)
 {
 	*chan_err = 0;
@@ -50,7 +67,13 @@ int usd_req_fd(int check_err, uint16_t op, int fd, uid_t uid, int *chan_err)
 		if (!*chan_err)
 			return fd;
 	}
-	/* a malformed request keeps nothing; only a new channel carries an fd */
+	if (!check_err && op == USP_HELLO) {
+		*chan_err = usd_route_fd_check(fd);
+		if (!*chan_err)
+			return fd;
+	}
+	/* a malformed request keeps nothing; only a new channel and the
+	 * HELLO carry an fd */
 	if (fd >= 0)
 		close(fd);
 	return -1;

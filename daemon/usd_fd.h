@@ -18,11 +18,16 @@
  * eventfd) or EINVAL (another kind of socket, or another uid's peer). */
 int usd_chan_fd_check(int fd, uid_t uid);
 
+/* A HELLO's fd: the client's NETLINK_ROUTE socket, which names its network
+ * namespace (lib/cma_netns.c). 0, EPROTO (none), EINVAL (anything else). */
+int usd_route_fd_check(int fd);
+
 /* The fd a request carried (-1: none), once usp_check_request answered
- * check_err for a frame of op: the fd the request keeps (only a
- * well-formed USP_CHAN_CREATE's, and only one usd_chan_fd_check accepts),
- * or -1 with the fd closed. *chan_err: why a well-formed USP_CHAN_CREATE
- * gets no channel (EBADF, EINVAL), else 0. */
+ * check_err for a frame of op: the fd the request keeps (a well-formed
+ * USP_CHAN_CREATE's that usd_chan_fd_check accepts, a well-formed
+ * USP_HELLO's that usd_route_fd_check accepts), or -1 with the fd closed.
+ * *chan_err: why a well-formed USP_CHAN_CREATE gets no channel (EBADF,
+ * EINVAL) or a USP_HELLO no namespace (EPROTO, EINVAL), else 0. */
 int usd_req_fd(int check_err, uint16_t op, int fd, uid_t uid, int *chan_err);
 
 #endif

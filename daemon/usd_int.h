@@ -106,6 +106,7 @@ struct usd_client {
 	gid_t gid;
 	int priv;                       /* CAP_NET_BIND_SERVICE, initial user namespace */
 	struct cma_caller caller;       /* what its ids act as (lib/cma_int.h) */
+	int helloed;                    /* its USP_HELLO named its namespace (caller.ns) */
 	uint32_t num;
 	struct rdma_event_channel *ec;   /* the library channel of all its ids */
 	int *chans;                     /* channel socket fds by handle (-1: none) */

@@ -374,8 +374,11 @@ static struct {
 	uint32_t *n;
 } bind_counts[4];
 
-static uint32_t *bind_count(enum rdma_port_space ps, uint16_t port, int create)
+static uint32_t *bind_count(struct cma_netns *ns, enum rdma_port_space ps, uint16_t port,
+			    int create)
 {
+	if (ns) /* another namespace's port space (cma_netns.c) */
+		return cma_netns_bind_count(ns, ps, port, create);
 	for (size_t i = 0; i < sizeof(bind_counts) / sizeof(bind_counts[0]); i++) {
 		if (bind_counts[i].n && bind_counts[i].ps == ps)
 			return &bind_counts[i].n[port];
@@ -395,7 +398,7 @@ static int port_conflict(const struct cma_id *id, const struct cma_port *dev, ui
 			 int reuse)
 {
 	const struct sockaddr *a = &id->id.route.addr.src_addr;
-	const uint32_t *cnt = bind_count(id->bind_ps, port, 0);
+	const uint32_t *cnt = bind_count(id->caller.ns, id->bind_ps, port, 0);
 
 	if (cnt && !*cnt)
 		return 0; /* nobody holds it */
@@ -403,7 +406,8 @@ static int port_conflict(const struct cma_id *id, const struct cma_port *dev, ui
 		const struct sockaddr *b = &o->id.route.addr.src_addr;
 		int mixed = (a->sa_family == AF_IB) != (b->sa_family == AF_IB);
 
-		if (o == id || !o->bound || o->bind_ps != id->bind_ps || o->bind_port != port)
+		if (o == id || !o->bound || o->bind_ps != id->bind_ps || o->bind_port != port ||
+		    o->caller.ns != id->caller.ns)
 			continue;
 		if (reuse && o->reuseaddr && o->state != ST_LISTEN)
 			continue;
@@ -425,14 +429,14 @@ static int port_conflict(const struct cma_id *id, const struct cma_port *dev, ui
 	return 0;
 }
 
-static int port_used(enum rdma_port_space ps, uint16_t port)
+static int port_used(struct cma_netns *ns, enum rdma_port_space ps, uint16_t port)
 {
-	const uint32_t *cnt = bind_count(ps, port, 0);
+	const uint32_t *cnt = bind_count(ns, ps, port, 0);
 
 	if (cnt)
 		return *cnt > 0;
 	for (const struct cma_id *o = g.ids; o; o = o->next)
-		if (o->bound && o->bind_ps == ps && o->bind_port == port)
+		if (o->bound && o->bind_ps == ps && o->bind_port == port && o->caller.ns == ns)
 			return 1;
 	return 0;
 }
@@ -448,7 +452,7 @@ void cma_bind_release(struct cma_id *id)
 {
 	uint32_t *cnt;
 
-	if (id->bound && (cnt = bind_count(id->bind_ps, id->bind_port, 0)) && *cnt)
+	if (id->bound && (cnt = bind_count(id->caller.ns, id->bind_ps, id->bind_port, 0)) && *cnt)
 		(*cnt)--;
 	id->bound = 0;
 }
@@ -510,6 +514,11 @@ int cma_bind_locked(struct cma_id *id, const struct sockaddr *asked)
 	if (!cma_addr_any(addr)) {
 		uint8_t gid[16];
 
+		/* As the kernel's bind, which finds the address's netdev in the
+		 * caller's namespace: another namespace's address is not ours. */
+		if (!cma_netns_addr_local(id->caller.ns, addr))
+			return cma_fail(EADDRNOTAVAIL);
+
 		p = local_port_of_addr(addr, &gid_index, 0);
 		/* As the kernel's rdma_bind_addr, whose cma_any_addr() counts a
 		 * loopback address as "any": 127/8 or ::1 binds no device (no
@@ -537,7 +546,7 @@ int cma_bind_locked(struct cma_id *id, const struct sockaddr *asked)
 
 		for (i = 0; i < range; i++) {
 			port = (uint16_t)(EPHEMERAL_LO + (start + i) % range);
-			if (!port_used(ps, port))
+			if (!port_used(id->caller.ns, ps, port))
 				break;
 		}
 		if (i == range)
@@ -553,7 +562,7 @@ int cma_bind_locked(struct cma_id *id, const struct sockaddr *asked)
 	id->bound = 1;
 	id->bind_port = port;
 	{
-		uint32_t *cnt = bind_count(ps, port, 1);
+		uint32_t *cnt = bind_count(id->caller.ns, ps, port, 1);
 		if (cnt)
 			(*cnt)++;
 	}

@@ -70,7 +70,16 @@ int cma_id_set_caller(struct rdma_cm_id *cm_id, const struct cma_caller *c)
 	if (!cm_id || !c)
 		return cma_fail(EINVAL);
 	pthread_mutex_lock(&g.lock);
-	cma_id_of(cm_id)->caller = *c;
+	struct cma_id *id = cma_id_of(cm_id);
+	/* the bind table counts a bound id in its namespace's */
+	if (id->bound) {
+		pthread_mutex_unlock(&g.lock);
+		return cma_fail(EINVAL);
+	}
+	struct cma_netns *old = id->caller.ns;
+	id->caller = *c;
+	cma_netns_get(c->ns);
+	cma_netns_put(old);
 	pthread_mutex_unlock(&g.lock);
 	return 0;
 }
@@ -159,6 +168,7 @@ void cma_id_free_locked(struct cma_id *id)
 	cma_addrinfo_release(id);
 	cma_addr_release(id);
 	cma_event_rsv_free(id);
+	cma_netns_put(id->caller.ns); /* after cma_bind_release: its table is the namespace's */
 	free(id->ep_qp_attr);
 	free(id);
 }
@@ -1208,7 +1218,8 @@ static void reject_unseen(struct cma_port *p, struct cmp_conn *c, uint16_t reaso
 	cmp_conn_destroy(p->eng, c, cma_now());
 }
 
-static struct cma_id *pick_listener(struct cma_svc *s, int hdr, const struct sockaddr_storage *ours)
+static struct cma_id *pick_listener(struct cma_svc *s, int hdr, const struct sockaddr_storage *ours,
+				    const struct cma_netns *ns)
 {
 	struct cma_id *wild = NULL, *ib = NULL;
 
@@ -1216,7 +1227,9 @@ static struct cma_id *pick_listener(struct cma_svc *s, int hdr, const struct soc
 		struct cma_id *l = s->ids[i];
 		const struct sockaddr *la = &l->id.route.addr.src_addr;
 
-		if (l->destroying)
+		/* the port spaces are the namespace's (kernel: cma_ps_find in
+		 * the request's net) */
+		if (l->destroying || l->caller.ns != ns)
 			continue;
 		if (la->sa_family == AF_IB) {
 			if (!ib)
@@ -1244,7 +1257,12 @@ void cma_req_in(const struct cmp_event *ev, struct cma_req_in *r)
 	if (cmp_sid_split(ev->service_id, &ps, &port) == 0)
 		r->hdr = cmp_cma_hdr_parse(ev->private_data, ev->private_data_len, port, &r->peer,
 					   &r->ours);
-	r->l = pick_listener(ev->listen_ctx, r->hdr, &r->ours);
+	/* The namespace first, as the kernel's cma_ib_id_from_event: the one
+	 * holding the header's destination address (no header: ours). */
+	struct cma_svc *s = ev->listen_ctx;
+	r->ns = cma_netns_of_req(s ? s->port : NULL, ev->path.sgid,
+				 r->hdr == 0 ? (const struct sockaddr *)&r->ours : NULL);
+	r->l = pick_listener(s, r->hdr, &r->ours, r->ns);
 	if (r->l && r->l->id.route.addr.src_addr.sa_family == AF_IB)
 		r->hdr = -1; /* an AF_IB listener's ids have AF_IB addresses */
 }
@@ -1259,6 +1277,7 @@ struct cma_id *cma_req_id(struct cma_port *p, const struct cma_req_in *r,
 	if (!nid)
 		return NULL;
 	nid->caller = l->caller; /* the listener's owner owns its connections */
+	cma_netns_get(nid->caller.ns); /* and they are in its namespace */
 	cma_set_bound_port(nid, p);
 	if (r->hdr == 0) {
 		memcpy(&nid->id.route.addr.src_storage, &r->ours, sizeof(r->ours));

@@ -227,7 +227,11 @@ struct cma_caller {
 	int self;                   /* this process: asked at the call (cma_caller_self) */
 	uid_t uid;
 	int priv;                   /* CAP_NET_BIND_SERVICE in the initial user namespace */
-	struct cma_netns *ns;       /* NULL: ours (the only one so far) */
+	struct cma_netns *ns;       /* NULL: ours; else referenced (cma_netns.c) */
+	/* Its namespace's resolver when that is not ours: the caller's own,
+	 * over the route socket it handed over (a client that still reads
+	 * that socket disturbs only its own lookups); NULL: ours. */
+	struct cma_resolver *res;
 };
 
 struct cma_id {
@@ -567,6 +571,7 @@ int cma_ip_family(const struct cma_id *id);
 struct cma_req_in {
 	struct sockaddr_storage peer, ours;
 	int hdr;
+	struct cma_netns *ns;       /* the namespace it is for (cma_netns_of_req) */
 	struct cma_id *l;
 };
 void cma_req_in(const struct cmp_event *ev, struct cma_req_in *r);
@@ -655,6 +660,44 @@ size_t cma_resolver_count(void);
 cmp_time cma_resolvers_expiry(void);
 void cma_resolvers_run(cmp_time now);
 int cma_resolver_input(void *tag);
+
+/* ---- cma_netns.c: network namespaces (uscmd's clients) -------------------------- */
+/* The namespace of fd, a client's AF_NETLINK / NETLINK_ROUTE socket (its
+ * SO_NETNS_COOKIE): *out referenced, NULL for ours (and on a kernel
+ * without the cookie). fd stays the caller's (the first client's is
+ * dup'd). 0, or -1/EINVAL (not a route socket), ENOMEM. */
+int cma_netns_from_fd(int fd, struct cma_netns **out);
+/* Another reference (ns NULL: ours, nothing to count); its release. */
+struct cma_netns *cma_netns_get(struct cma_netns *ns);
+void cma_netns_put(struct cma_netns *ns);
+/* Its key in the bind table and in --status: the cookie, 0 for ours. */
+uint64_t cma_netns_key(const struct cma_netns *ns);
+/* Its rtnetlink socket, -1 for ours (the nlr_* calls then open their own
+ * in this process's namespace). Used under g.lock only: one transaction
+ * at a time. */
+int cma_netns_nl(const struct cma_netns *ns);
+/* g.lock held from here on. */
+/* The bind table of a namespace other than ours (cma_addr.c keeps ours). */
+uint32_t *cma_netns_bind_count(struct cma_netns *ns, enum rdma_port_space ps, uint16_t port,
+			       int create);
+/* Does the namespace hold IP address a (rdma_bind_addr)? Ours, and AF_IB:
+ * 1 (the GID tables decide, as before). */
+int cma_netns_addr_local(struct cma_netns *ns, const struct sockaddr *a);
+/* The namespace a connection request to our address `ours` (its CMA
+ * header's destination) through GID dgid of p is for: ours when the GID is
+ * bound to one of our interfaces holding the address, else the client
+ * namespace holding it, else ours. Not referenced. */
+struct cma_netns *cma_netns_of_req(struct cma_port *p, const uint8_t dgid[16],
+				   const struct sockaddr *ours);
+/* uscmd, a client's HELLO: c's namespace (referenced) and, when it is not
+ * ours, a resolver of c's own over a copy of fd, its route socket (fd
+ * stays the caller's to close). 0, or -1/errno (EINVAL: not a route
+ * socket). g.lock not held. */
+int cma_caller_from_fd(struct cma_caller *c, int fd);
+/* The client is gone, its ids destroyed: its resolver and namespace. */
+void cma_caller_release(struct cma_caller *c);
+/* uscmd --status: a line per namespace (g.lock not held). */
+size_t cma_netns_status(char *buf, size_t size);
 
 /* ---- cma_ud.c: UD ids and SIDR ------------------------------------------------ */
 /* The Q_Key of a UD id: its own once set, else the port space's default

@@ -502,7 +502,7 @@ static int one_shot(const struct nlr_sock *s, void *req, size_t len,
 	if (!len)
 		return -EINVAL;
 	if (s && s->fd >= 0)
-		return nlr_transact(s, req, len, 1000, cb, arg);
+		return nlr_transact(s, req, len, s->timeout_ms > 0 ? s->timeout_ms : 1000, cb, arg);
 	own.fd = nlr_open(0);
 	if (own.fd < 0)
 		return 1; /* no rtnetlink here */
@@ -544,4 +544,81 @@ int nlr_get_link(const struct nlr_sock *s, int ifindex, struct nlr_link *l)
 
 	memset(l, 0, sizeof(*l));
 	return one_shot(s, req, n, link_cb, l);
+}
+
+size_t nlr_build_getaddr_dump(void *buf, size_t cap, uint32_t seq, int family)
+{
+	struct nlmsghdr *h = start(buf, cap, RTM_GETADDR, NLM_F_REQUEST | NLM_F_DUMP, seq,
+				   sizeof(struct ifaddrmsg));
+	struct ifaddrmsg *ifa;
+
+	if (!h)
+		return 0;
+	ifa = NLMSG_DATA(h);
+	ifa->ifa_family = (unsigned char)family;
+	return h->nlmsg_len;
+}
+
+int nlr_parse_addr(const struct nlmsghdr *h, size_t len, struct nlr_addr *a)
+{
+	const struct ifaddrmsg *ifa;
+	struct rtattr *at;
+	int rem, have_local = 0, have_addr = 0, e = check(h, len, RTM_NEWADDR, sizeof(struct ifaddrmsg));
+	uint8_t addr[16];
+
+	if (e)
+		return e;
+	ifa = NLMSG_DATA(h);
+	memset(a, 0, sizeof(*a));
+	a->family = ifa->ifa_family;
+	a->prefixlen = ifa->ifa_prefixlen;
+	a->scope = ifa->ifa_scope;
+	a->ifindex = (int)ifa->ifa_index;
+	if (!alen(a->family))
+		return -ENOMSG; /* AF_PACKET and the like: not an IP address */
+	FOR_ATTRS(h, sizeof(struct ifaddrmsg), at, rem) {
+		/* IFA_LOCAL is the interface's own address; IFA_ADDRESS the
+		 * peer's on a point-to-point link, else the same */
+		if (at->rta_type == IFA_LOCAL) {
+			if (addr_attr(at, a->family, a->addr))
+				return -EBADMSG;
+			have_local = 1;
+		} else if (at->rta_type == IFA_ADDRESS) {
+			if (addr_attr(at, a->family, addr))
+				return -EBADMSG;
+			have_addr = 1;
+		}
+	}
+	if (!have_local && have_addr)
+		memcpy(a->addr, addr, 16);
+	if (!have_local && !have_addr)
+		return -EBADMSG;
+	return rem == 0 || rem < (int)sizeof(struct rtattr) ? 0 : -EBADMSG;
+}
+
+struct addrs_walk {
+	int (*cb)(const struct nlr_addr *a, void *arg);
+	void *arg;
+};
+
+static int addr_cb(const struct nlmsghdr *h, size_t len, void *arg)
+{
+	struct addrs_walk *w = arg;
+	struct nlr_addr a;
+	int e = nlr_parse_addr(h, len, &a);
+
+	if (e == -ENOMSG)
+		return 0;
+	if (e)
+		return e;
+	return w->cb(&a, w->arg);
+}
+
+int nlr_get_addrs(const struct nlr_sock *s, int (*cb)(const struct nlr_addr *a, void *arg), void *arg)
+{
+	char req[64];
+	struct addrs_walk w = { cb, arg };
+	size_t n = nlr_build_getaddr_dump(req, sizeof(req), next_seq(), AF_UNSPEC);
+
+	return one_shot(s, req, n, addr_cb, &w);
 }

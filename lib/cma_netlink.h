@@ -118,6 +118,11 @@ struct nlr_sock {
 	int fd;
 	void (*other)(void *arg, const struct nlmsghdr *h, size_t len);
 	void *arg;
+	/* how long a lookup waits for its answer (0: 1000 ms). A socket a
+	 * client handed over may still be the client's too, which can read
+	 * the answers away: the kernel answers at once, so a short wait
+	 * bounds what such a client costs the caller (who holds g.lock). */
+	int timeout_ms;
 };
 
 /* Sends req on s->fd and feeds every answer message to cb until
@@ -137,5 +142,21 @@ int nlr_get_route(const struct nlr_sock *s, int family, const void *dst, const v
 int nlr_get_neigh(const struct nlr_sock *s, int family, int ifindex, const void *dst,
 		  struct nlr_neigh *n);
 int nlr_get_link(const struct nlr_sock *s, int ifindex, struct nlr_link *l);
+
+/* RTM_NEWADDR (an answer of the RTM_GETADDR dump) */
+struct nlr_addr {
+	int family;
+	int ifindex;
+	unsigned prefixlen;
+	unsigned scope;       /* RT_SCOPE_HOST: loopback's 127.0.0.1/8, ::1 */
+	uint8_t addr[16];     /* IFA_LOCAL (else IFA_ADDRESS) */
+};
+size_t nlr_build_getaddr_dump(void *buf, size_t cap, uint32_t seq, int family);
+/* 0; -ENOMSG for another type or a family that is not IP. */
+int nlr_parse_addr(const struct nlmsghdr *h, size_t len, struct nlr_addr *a);
+/* Every IPv4 / IPv6 address of the namespace of s (NULL, or fd < 0: this
+ * process's) to cb, which returns 0 to go on. 0, -errno, or 1 (no
+ * rtnetlink). */
+int nlr_get_addrs(const struct nlr_sock *s, int (*cb)(const struct nlr_addr *a, void *arg), void *arg);
 
 #endif

@@ -463,6 +463,8 @@ struct cma_resolver *cma_resolver_new(int fd)
 	r->sock.fd = fd;
 	r->sock.other = resolver_msg;
 	r->sock.arg = r;
+	/* a client's socket, which it may still read (cma_netlink.h) */
+	r->sock.timeout_ms = 250;
 	r->nbs_tail = &r->nbs;
 	/* our requests' sequence numbers have the top bit set: lookups on
 	 * the same socket number theirs from the clock (cma_netlink.c,
@@ -505,10 +507,13 @@ struct cma_resolver *cma_resolver_of(const struct cma_caller *c)
 	int fd;
 
 	if (c && c->ns) {
-		/* another namespace: its resolver is the namespace's (made
-		 * with cma_resolver_new from a socket of that namespace);
-		 * never this process's, which would resolve in the wrong one */
-		return errno = ENOSYS, NULL;
+		/* another namespace: the caller's own resolver there (made
+		 * with cma_resolver_new from the socket it handed over,
+		 * cma_caller_from_fd); never this process's, which would
+		 * resolve in the wrong namespace */
+		if (!c->res)
+			errno = ENODEV;
+		return c->res;
 	}
 	if (own)
 		return own;
@@ -524,10 +529,12 @@ struct cma_resolver *cma_resolver_of(const struct cma_caller *c)
 		if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)) < 0)
 			(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
 	}
-	if (!(own = cma_resolver_new(fd)))
+	if (!(own = cma_resolver_new(fd))) {
 		close(fd);
-	else
+	} else {
 		own->local = 1;
+		own->sock.timeout_ms = 0; /* ours alone: the default wait */
+	}
 	return own;
 }
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "lib/cma_int.h"
+#include "lib/cma_netlink.h"
 #include "lib/cmc.h"
 #include "lib/cmc_int.h"
 
@@ -237,7 +238,7 @@ static int conn_get(int fresh)
 		struct usp_reply r;
 		struct usp_hello_rep b;
 	} rep;
-	int fd, n;
+	int fd, n, nl;
 
 	if (cmc.fd >= 0 && cmc.pid == self_pid()) {
 		struct pollfd pf = { .fd = cmc.fd, .events = POLLRDHUP };
@@ -264,7 +265,15 @@ static int conn_get(int fresh)
 	usp_hdr_init(&req.h, USP_HELLO, sizeof(req), ++cmc.seq, 0);
 	req.b.version = USP_VERSION;
 	req.b.pid = (uint32_t)self_pid();
-	n = xfer(fd, &req, sizeof(req), -1, &rep, sizeof(rep));
+	/* Our network namespace, as the kernel's ucma takes the opener's: a
+	 * route socket made here answers for it, and its cookie names it
+	 * (the daemon needs no privilege to use either). Made now, at
+	 * connect, so a process that changed namespace before its first call
+	 * is served in the new one, as an rdma_cm fd opened there would be. */
+	nl = nlr_open(0);
+	n = nl >= 0 ? xfer(fd, &req, sizeof(req), nl, &rep, sizeof(rep)) : -1;
+	if (nl >= 0)
+		close(nl);
 	/* a daemon that refuses this process (its uid has as many
 	 * connections as uscmd allows, --max-clients-per-uid) answers the
 	 * hello with EAGAIN and closes at once, maybe before the hello went

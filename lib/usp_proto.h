@@ -36,7 +36,9 @@
 #include <infiniband/sa.h>
 #include <rdma/rdma_cma.h>
 
-#define USP_VERSION 1
+/* 2: USP_HELLO carries the client's network namespace (an rtnetlink
+ * socket made in it, SCM_RIGHTS); a version-1 client named none. */
+#define USP_VERSION 2
 #define USP_MAX_REQUEST 2048    /* the largest request frame */
 #define USP_MAX_REPLY 65536     /* USP_STATUS text */
 #define USP_PDATA_MAX 256       /* the largest private data of any CM message */
@@ -110,6 +112,10 @@ struct usp_snap {
 	char dev_name[64];
 };
 
+/* With it, SCM_RIGHTS: an AF_NETLINK / NETLINK_ROUTE socket the library
+ * made in its network namespace: the daemon binds, listens and resolves
+ * for the client there (lib/cma_netns.c). A HELLO without one, or with
+ * another kind of fd, is refused (EPROTO / EINVAL). */
 struct usp_hello { uint32_t version; uint32_t pid; };
 struct usp_hello_rep { uint32_t client; uint32_t max_ids; };
 struct usp_chan { uint32_t chan; uint32_t pad; };

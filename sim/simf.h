@@ -43,7 +43,7 @@
 #include <sys/types.h>
 
 #define SIMF_MAGIC 0x55534631u /* "USF1" */
-#define SIMF_VERSION 8
+#define SIMF_VERSION 9
 #define SIMF_IP_GIDS 4         /* IPv6 RoCE GIDs per node (struct simf_node) */
 #define SIMF_MAX_NODES 128     /* node 0 = SM/SA, 1..127 = node1..node127 and switches */
 #define SIMF_MAX_AGENTS 32     /* umad agents per node */
@@ -142,6 +142,13 @@ struct simf_node {
 	uint16_t sw;            /* a switch: its index in simf_state.sw */
 	char desc[64];          /* NodeDescription ("" : "uscm-sim <name>") */
 	struct simf_port ports[SIMF_MAX_PORTS + 1];
+	/* v9: the interface holding the node's IPv4 address (its index in
+	 * that namespace), published with ip_gids: a process of the node in a
+	 * namespace without that interface (a host service in the root
+	 * namespace, its netdev in a container's) reports its GIDs bound to
+	 * it, as the kernel's GID table holds the netdevs of every namespace
+	 * and reports their ifindex. 0: none known. */
+	uint32_t ip_ndev;
 };
 
 /* A switch's forwarding state, as its SMA keeps it (SubnSet by the SM). */

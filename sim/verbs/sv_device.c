@@ -438,8 +438,11 @@ SV_COMPAT_1_0(ibv_query_port)
 /* RoCE: the node's IPv6 GIDs (GIDs 1..): the IPv6 addresses, link-local
  * ones aside, of the interface holding the node's IPv4 address in this
  * process's network namespace, as the kernel adds a GID for each address
- * of a RoCE netdev. Published in the fabric state (ip_gids) so that the
- * fabric delivers datagrams to them. Their count; *ndev the interface. */
+ * of a RoCE netdev. Published in the fabric state (ip_gids, ip_ndev) so
+ * that the fabric delivers datagrams to them, and so that a process of the
+ * node in a namespace without that interface reports them as the kernel's
+ * GID table reports a netdev of another namespace: bound to its ifindex.
+ * Their count; *ndev the interface. */
 static int ip6_gids(struct sv_ctx *c, uint8_t out[SIMF_IP_GIDS][16], unsigned *ndev)
 {
 	struct simf_node *nd = &c->f->st->nodes[c->node];
@@ -466,10 +469,23 @@ static int ip6_gids(struct sv_ctx *c, uint8_t out[SIMF_IP_GIDS][16], unsigned *n
 		memcpy(out[n++], &s->sin6_addr, 16);
 	}
 	freeifaddrs(ifs);
-	if (ifname[0])
-		*ndev = if_nametoindex(ifname);
+	if (!ifname[0]) {
+		/* not in this namespace: where a process of the node found it */
+		*ndev = __atomic_load_n(&nd->ip_ndev, __ATOMIC_RELAXED);
+		if (!*ndev)
+			return 0;
+		static const uint8_t zero[16];
+
+		memcpy(out, nd->ip_gids, SIMF_IP_GIDS * 16);
+		while (n < SIMF_IP_GIDS && memcmp(out[n], zero, 16))
+			n++;
+		return n;
+	}
+	*ndev = if_nametoindex(ifname);
 	if (n && memcmp(nd->ip_gids, out, SIMF_IP_GIDS * 16))
 		memcpy(nd->ip_gids, out, SIMF_IP_GIDS * 16);
+	if (*ndev)
+		__atomic_store_n(&nd->ip_ndev, *ndev, __ATOMIC_RELAXED);
 	return n;
 }
 
@@ -502,9 +518,11 @@ SV_COMPAT_1_0(ibv_query_gid)
 /* The netdev a RoCE GID is bound to, as the kernel's GID table reports it
  * (roce_gid_mgmt adds a GID for each IP address of a netdev): the
  * interface that holds the node's IPv4 address (::ffff:a.b.c.d) in the
- * calling process's network namespace, 0 if none does (the default
- * fabric: node addresses are not on any interface). */
-static unsigned gid_ndev(const uint8_t gid[16])
+ * calling process's network namespace; else the one a process of the node
+ * found in its namespace (ip_ndev: the netdev is in another namespace);
+ * 0 if none did (the default fabric: node addresses are not on any
+ * interface). */
+static unsigned gid_ndev(const struct sv_ctx *c, const uint8_t gid[16])
 {
 	struct ifaddrs *ifs, *i;
 	unsigned idx = 0;
@@ -518,6 +536,12 @@ static unsigned gid_ndev(const uint8_t gid[16])
 			idx = if_nametoindex(i->ifa_name);
 	}
 	freeifaddrs(ifs);
+	if (memcmp(gid, c->f->st->nodes[c->node].gid, 16))
+		return idx;
+	if (idx)
+		__atomic_store_n(&c->f->st->nodes[c->node].ip_ndev, idx, __ATOMIC_RELAXED);
+	else
+		idx = __atomic_load_n(&c->f->st->nodes[c->node].ip_ndev, __ATOMIC_RELAXED);
 	return idx;
 }
 
@@ -543,7 +567,7 @@ SV_EXPORT int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
 		e.ndev_ifindex = ndev;
 	} else {
 		gid_entry(c, 0, &e.gid);
-		e.ndev_ifindex = c->link == SIMF_LINK_ROCE ? gid_ndev(e.gid.raw) : 0;
+		e.ndev_ifindex = c->link == SIMF_LINK_ROCE ? gid_ndev(c, e.gid.raw) : 0;
 	}
 	e.gid_index = gid_index;
 	e.port_num = 1;

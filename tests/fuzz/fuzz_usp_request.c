@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <linux/netlink.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -78,7 +79,8 @@ static int expect(uint16_t op, size_t *fixed, size_t *whole, size_t *count_off, 
 
 enum fd_kind {
 	FD_NONE, FD_FILE, FD_PIPE, FD_EVENTFD, FD_UDP, FD_DGRAM_CONNECTED, FD_SEQPACKET_PAIR,
-	FD_STREAM, FD_SEQPACKET_LISTENING, FD_SEQPACKET_UNCONNECTED, FD_KINDS
+	FD_STREAM, FD_SEQPACKET_LISTENING, FD_SEQPACKET_UNCONNECTED, FD_NETLINK_ROUTE, FD_NETLINK_OTHER,
+	FD_KINDS
 };
 
 /* An fd of kind k (the ends it needs kept in extra[], -1 when none), or -1. */
@@ -146,6 +148,10 @@ static int make_fd(int k, int extra[2])
 		return fd;
 	case FD_SEQPACKET_UNCONNECTED:
 		return socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	case FD_NETLINK_ROUTE: /* what a HELLO carries */
+		return socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	case FD_NETLINK_OTHER:
+		return socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_KOBJECT_UEVENT);
 	default:
 		return -1;
 	}
@@ -153,7 +159,8 @@ static int make_fd(int k, int extra[2])
 
 /* The fd travelled with the frame: the daemon keeps it exactly when the
  * frame is a well-formed USP_CHAN_CREATE and the fd a channel end of the
- * client's uid, and closes it otherwise. */
+ * client's uid, or a well-formed USP_HELLO and the fd a route socket, and
+ * closes it otherwise. */
 static void check_fd(int kind, int same_uid, const uint8_t *f, size_t size, int rc)
 {
 	int extra[2], fd = make_fd(kind, extra), keep, cerr, want;
@@ -168,7 +175,8 @@ static void check_fd(int kind, int same_uid, const uint8_t *f, size_t size, int 
 	if (kind != FD_NONE && fd < 0)
 		goto out; /* could not be made here (no room for fds): nothing to check */
 	keep = usd_req_fd(rc, op, fd, uid, &cerr);
-	want = rc == 0 && op == USP_CHAN_CREATE && kind == FD_SEQPACKET_PAIR && same_uid;
+	want = rc == 0 && ((op == USP_CHAN_CREATE && kind == FD_SEQPACKET_PAIR && same_uid) ||
+			   (op == USP_HELLO && kind == FD_NETLINK_ROUTE));
 	if (want != (keep >= 0))
 		abort();
 	if (keep >= 0 && keep != fd)
@@ -182,6 +190,10 @@ static void check_fd(int kind, int same_uid, const uint8_t *f, size_t size, int 
 		int sock = kind >= FD_UDP;
 
 		if (keep < 0 && cerr != (sock ? EINVAL : EBADF))
+			abort();
+	} else if (rc == 0 && op == USP_HELLO) {
+		/* EPROTO: no fd; EINVAL: not a route socket */
+		if (keep < 0 && cerr != (kind == FD_NONE ? EPROTO : EINVAL))
 			abort();
 	} else if (cerr) {
 		abort();

@@ -328,3 +328,100 @@ Test(netlink, roce_gid_pick)
 	cr_assert_eq(nlr_pick_roce_gid((const uint8_t(*)[16])gids, types, ndevs, 5, 2, b), -1,
 		     "the address on another netdev");
 }
+
+/* RTM_NEWADDR as the kernel lays it out (ifaddrmsg, then IFA_ADDRESS and
+ * IFA_LOCAL): the interface's own address is IFA_LOCAL (on a
+ * point-to-point link IFA_ADDRESS is the peer's); loopback's 127.0.0.1/8
+ * is host scope; a truncated attribute is malformed. */
+static size_t newaddr(void *buf, int family, unsigned plen, unsigned scope, int ifindex,
+		      const void *local, const void *address)
+{
+	struct nlmsghdr *h = buf;
+	struct ifaddrmsg *ifa = NLMSG_DATA(h);
+	size_t n = family == AF_INET ? 4 : 16;
+
+	memset(buf, 0, 256);
+	h->nlmsg_type = RTM_NEWADDR;
+	h->nlmsg_len = NLMSG_LENGTH(sizeof(*ifa));
+	ifa->ifa_family = (unsigned char)family;
+	ifa->ifa_prefixlen = (unsigned char)plen;
+	ifa->ifa_scope = (unsigned char)scope;
+	ifa->ifa_index = (unsigned)ifindex;
+	const void *v[2] = { address, local };
+	unsigned short t[2] = { IFA_ADDRESS, IFA_LOCAL };
+	for (int i = 0; i < 2; i++) {
+		struct rtattr *a = (struct rtattr *)((char *)h + NLMSG_ALIGN(h->nlmsg_len));
+
+		if (!v[i])
+			continue;
+		a->rta_type = t[i];
+		a->rta_len = (unsigned short)RTA_LENGTH(n);
+		memcpy(RTA_DATA(a), v[i], n);
+		h->nlmsg_len = NLMSG_ALIGN(h->nlmsg_len) + RTA_SPACE(n);
+	}
+	return h->nlmsg_len;
+}
+
+Test(netlink, addr_local_and_peer)
+{
+	union {
+		char b[256];
+		struct nlmsghdr h;
+	} m;
+	uint8_t mine[4] = { 10, 77, 1, 1 }, peer[4] = { 10, 77, 1, 2 }, lo[4] = { 127, 0, 0, 1 };
+	uint8_t six[16] = { 0xfd, 0, [15] = 1 };
+	struct nlr_addr a;
+	size_t n;
+
+	n = newaddr(m.b, AF_INET, 32, RT_SCOPE_UNIVERSE, 7, mine, peer);
+	cr_assert_eq(nlr_parse_addr(&m.h, n, &a), 0);
+	cr_expect_eq(a.family, AF_INET);
+	cr_expect_eq(a.ifindex, 7);
+	cr_expect_eq(a.prefixlen, 32);
+	cr_expect_arr_eq(a.addr, mine, 4, "IFA_LOCAL, not the peer's IFA_ADDRESS");
+	n = newaddr(m.b, AF_INET, 8, RT_SCOPE_HOST, 1, NULL, lo);
+	cr_assert_eq(nlr_parse_addr(&m.h, n, &a), 0);
+	cr_expect_arr_eq(a.addr, lo, 4, "IFA_ADDRESS alone");
+	cr_expect_eq(a.scope, RT_SCOPE_HOST);
+	n = newaddr(m.b, AF_INET6, 64, RT_SCOPE_UNIVERSE, 3, NULL, six);
+	cr_assert_eq(nlr_parse_addr(&m.h, n, &a), 0);
+	cr_expect_arr_eq(a.addr, six, 16);
+	/* another family (the dump answers AF_UNSPEC requests with IP only,
+	 * but a parser must not take anything else for an address) */
+	n = newaddr(m.b, AF_INET, 32, 0, 7, mine, NULL);
+	((struct ifaddrmsg *)NLMSG_DATA(&m.h))->ifa_family = AF_PACKET;
+	cr_expect_eq(nlr_parse_addr(&m.h, n, &a), -ENOMSG);
+	/* an IPv4 attribute cut to 3 bytes */
+	n = newaddr(m.b, AF_INET, 32, 0, 7, mine, NULL);
+	((struct rtattr *)((char *)NLMSG_DATA(&m.h) + NLMSG_ALIGN(sizeof(struct ifaddrmsg))))->rta_len =
+		(unsigned short)RTA_LENGTH(3);
+	cr_expect_eq(nlr_parse_addr(&m.h, n, &a), -EBADMSG);
+	/* no address at all */
+	n = newaddr(m.b, AF_INET, 32, 0, 7, NULL, NULL);
+	cr_expect_eq(nlr_parse_addr(&m.h, n, &a), -EBADMSG);
+	/* another message type */
+	m.h.nlmsg_type = RTM_NEWROUTE;
+	cr_expect_eq(nlr_parse_addr(&m.h, n, &a), -ENOMSG);
+}
+
+/* nlr_get_addrs_fd's callback: notes 127.0.0.1. */
+static int see_lo(const struct nlr_addr *a, void *arg)
+{
+	static const uint8_t lo[4] = { 127, 0, 0, 1 };
+
+	if (a->family == AF_INET && !memcmp(a->addr, lo, 4))
+		*(int *)arg = 1;
+	return 0;
+}
+
+/* The dump of this process's namespace (no socket given: one of its own)
+ * lists loopback's address. */
+Test(netlink, addrs_dump_has_loopback)
+{
+	int lo = 0, e = nlr_get_addrs(NULL, see_lo, &lo);
+
+	if (e == 1)
+		cr_skip_test("no rtnetlink socket here");
+	cr_assert_eq(e, 0, "%s", strerror(-e));
+	cr_expect(lo, "127.0.0.1 in the dump");
+}

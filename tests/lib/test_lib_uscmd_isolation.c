@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <linux/netlink.h>
 
 #include "lib/usp_proto.h"
 #include "libtest.h"
@@ -94,12 +95,24 @@ static int req(int fd, uint16_t op, uint32_t id, const void *body, size_t blen, 
 	return raw_xfer(fd, f, sizeof(h) + blen, fd_pass, rep, replen);
 }
 
-static int hello(int fd)
+/* USP_HELLO passing fd_pass (-1: none): its error. */
+static int hello_with(int fd, int fd_pass)
 {
 	struct usp_hello b = { .version = USP_VERSION, .pid = (uint32_t)getpid() };
 	struct usp_hello_rep r;
 
-	return req(fd, USP_HELLO, 0, &b, sizeof(b), -1, &r, sizeof(r));
+	return req(fd, USP_HELLO, 0, &b, sizeof(b), fd_pass, &r, sizeof(r));
+}
+
+/* The HELLO the library sends: with a route socket of our namespace. */
+static int hello(int fd)
+{
+	int nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE), e;
+
+	cr_assert_geq(nl, 0, "NETLINK_ROUTE socket: %s", strerror(errno));
+	e = hello_with(fd, nl);
+	close(nl);
+	return e;
 }
 
 /* A channel (socketpair, the other end to the daemon); our end in *mine. */
@@ -326,4 +339,41 @@ Test(isolation, a_client_that_does_not_read_its_events_is_dropped_alone)
 	close(b);
 	close(cfd);
 	close(bfd);
+}
+
+/* The HELLO names the client's network namespace with a route socket:
+ * without one, or with another kind of fd (a socket of another family, a
+ * netlink socket of another protocol, a file), it is refused, and so is
+ * every request before a HELLO that was accepted (served in uscmd's
+ * namespace, the ids would bind and resolve where the client is not). */
+Test(isolation, hello_needs_a_route_socket)
+{
+	int fd, sv[2], other, file, ch, chfd, err;
+	struct usp_create_id b = { .chan = 0, .ps = RDMA_PS_TCP, .qp_type = IBV_QPT_RC };
+	struct usp_handle r;
+
+	lt_fabric_start_daemon("ib", 1);
+	fd = raw_connect(1);
+	cr_expect_eq(req(fd, USP_CREATE_ID, 0, &b, sizeof(b), -1, &r, sizeof(r)), EPROTO,
+		     "a request before the HELLO");
+	cr_expect_eq(hello_with(fd, -1), EPROTO, "no fd");
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+	cr_expect_eq(hello_with(fd, sv[0]), EINVAL, "an AF_UNIX socket");
+	other = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
+	cr_assert_geq(other, 0);
+	cr_expect_eq(hello_with(fd, other), EINVAL, "a NETLINK_GENERIC socket");
+	file = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	cr_expect_eq(hello_with(fd, file), EINVAL, "a file");
+	cr_expect_eq(req(fd, USP_CREATE_ID, 0, &b, sizeof(b), -1, &r, sizeof(r)), EPROTO,
+		     "still nothing before an accepted HELLO");
+	cr_expect_eq(hello(fd), 0, "a route socket");
+	ch = new_chan(fd, &chfd);
+	new_id(fd, ch, &err);
+	cr_expect_eq(err, 0, "create_id after the HELLO: %s", strerror(err));
+	close(chfd);
+	close(other);
+	close(file);
+	close(sv[1]);
+	close(sv[0]);
+	close(fd);
 }
