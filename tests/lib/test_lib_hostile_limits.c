@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <sys/socket.h>
+#include <linux/netlink.h>
 #include <sys/un.h>
 
 #include "lib/usp_proto.h"
@@ -114,12 +115,19 @@ static int req(int fd, uint16_t op, uint32_t id, const void *body, size_t blen, 
 	return r.err;
 }
 
+/* The HELLO the library sends: with a route socket of our namespace
+ * (usable in the children too: no Criterion assert). */
 static int hello(int fd)
 {
 	struct usp_hello b = { .version = USP_VERSION, .pid = (uint32_t)getpid() };
 	struct usp_hello_rep r;
+	int nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE), e;
 
-	return req(fd, USP_HELLO, 0, &b, sizeof(b), -1, &r, sizeof(r));
+	if (nl < 0)
+		return errno;
+	e = req(fd, USP_HELLO, 0, &b, sizeof(b), nl, &r, sizeof(r));
+	close(nl);
+	return e;
 }
 
 /* A channel: a socketpair, one end to the daemon; ours in *mine. The

@@ -77,6 +77,13 @@ static void net_up(int daemon)
 	free(out);
 	out = NULL;
 	if (daemon) {
+		/* what a client and a uid may have waiting in uscmd (1024 and
+		 * 4096 by default): as set by the test, else above the
+		 * 10,000 requests the bulk tests make, which show the
+		 * mechanism, not the limit */
+		setenv("USCM_MAX_RESOLVES", getenv("T_RESOLVES") ? getenv("T_RESOLVES") : "20000", 1);
+		setenv("USCM_MAX_RESOLVES_PER_UID",
+		       getenv("T_RESOLVES_UID") ? getenv("T_RESOLVES_UID") : "20000", 1);
 		lt_fabric_start_daemon("roce", 2);
 		/* the daemons get the fabric's hosts file, which names
 		 * 127.10.0.2: emptied, uscmd resolves it through ARP */
@@ -182,7 +189,7 @@ static long resolves1(void)
 	char *out = NULL;
 	long n = -1;
 
-	if (lt_sh(&out, "%s/uscmd --status --socket %s/node1/uscmd.sock | sed -n 's/.* resolves=\\([0-9]*\\).*/\\1/p'",
+	if (lt_sh(&out, "%s/uscmd --status --socket %s/node1/uscmd.sock | sed -n 's/^engine:.* resolves=\\([0-9]*\\).*/\\1/p'",
 		  lt_bin(), getenv("USCM_SIM_DIR")) == 0 && out && *out)
 		n = atol(out);
 	free(out);
@@ -623,4 +630,89 @@ Test(hresolve, two_hundred_neighbours_in_uscmd)
 	cr_expect(lt_wait_until(resolves1() == 0, 10000));
 	cr_expect(lt_wait_until(fds(pid) <= f0, 10000));
 	rdma_destroy_event_channel(ch);
+}
+
+/* The limits themselves: with 50 requests waiting per client and 80 per
+ * uid, a client's 51st rdma_resolve_addr fails at once with EAGAIN (as
+ * a full resource of the kernel's), a second process of the same uid gets
+ * the uid's remaining 30, and a victim of another uid resolves and
+ * connects meanwhile; once the first client has gone its uid's budget is
+ * free again. */
+static void limited_child(int n, int expect_ok, struct lt_pipes *p)
+{
+	struct sockaddr_in dst = nobody_addr();
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	int ok = 0, again = 0;
+	char c;
+
+	LT_CK(ch);
+	for (int i = 0; i < n; i++) {
+		struct rdma_cm_id *id;
+
+		LT_CK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
+		if (rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, HOSTILE_TIMEOUT_MS) == 0)
+			ok++;
+		else if (errno == EAGAIN)
+			again++;
+	}
+	LT_CK(ok == expect_ok && again == n - expect_ok);
+	{
+		/* the ones taken wait: no event yet */
+		struct rdma_cm_event *ev = lt_event(ch, 300);
+
+		LT_CK(!ev);
+	}
+	LT_CK(write(p->ready[1], "r", 1) == 1);
+	LT_CK(read(p->go[0], &c, 1) == 1);
+	_exit(0);
+}
+
+static pid_t limited_spawn(int n, int expect_ok, struct lt_pipes *p)
+{
+	pid_t child;
+
+	cr_assert_eq(pipe(p->ready), 0);
+	cr_assert_eq(pipe(p->go), 0);
+	fflush(NULL);
+	child = fork();
+	cr_assert_geq(child, 0);
+	if (child == 0)
+		limited_child(n, expect_ok, p);
+	cr_assert_eq(lt_child_says(p, 60000, "the client's requests were not refused at its limit"), 'r');
+	return child;
+}
+
+Test(hresolve, waiting_requests_are_bounded_per_client_and_uid)
+{
+	struct lt_pipes p1, p2, p3;
+	pid_t c1, c2, c3;
+	int st;
+
+	setenv("T_RESOLVES", "50", 1);
+	setenv("T_RESOLVES_UID", "80", 1);
+	net_up(1);
+	unsetenv("T_RESOLVES");
+	unsetenv("T_RESOLVES_UID");
+	if (geteuid() != 0)
+		cr_skip_test("the victim as user nobody needs root");
+	c1 = limited_spawn(60, 50, &p1);
+	cr_expect(lt_wait_until(resolves1() == 50, 2000), "uscmd holds %ld, not 50", resolves1());
+	c2 = limited_spawn(60, 30, &p2);
+	cr_expect(lt_wait_until(resolves1() == 80, 2000), "uscmd holds %ld, not 80", resolves1());
+	victim_connects();
+	/* the first client goes: its 50 are free for its uid again */
+	cr_assert_eq(write(p1.go[1], "x", 1), 1);
+	cr_assert_eq(waitpid(c1, &st, 0), c1);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "first client: status 0x%x", st);
+	cr_expect(lt_wait_until(resolves1() == 30, 3000), "uscmd still holds %ld", resolves1());
+	c3 = limited_spawn(60, 50, &p3);
+	for (int i = 0; i < 2; i++) {
+		struct lt_pipes *p = i ? &p3 : &p2;
+		pid_t c = i ? c3 : c2;
+
+		cr_assert_eq(write(p->go[1], "x", 1), 1);
+		cr_assert_eq(waitpid(c, &st, 0), c);
+		cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "client %d: status 0x%x", i + 2, st);
+	}
+	cr_expect(lt_wait_until(resolves1() == 0, 3000));
 }
