@@ -26,7 +26,7 @@
 
 #include <infiniband/ib.h>
 
-#include "libtest.h"
+#include "hosttest.h"
 
 #define VICTIM_PORT 7001
 #define NOBODY_ID 65534
@@ -48,23 +48,9 @@ static void start(void)
 		cr_skip_test("switching to user nobody needs root (CI runs as root)");
 	lt_need("rping", "rdmacm-utils");
 	/* a client that starts before its server retries within ~0.2 s */
-	setenv("USCM_CM_RESPONSE_TIMEOUT", "14", 1);
-	setenv("USCM_CM_RETRIES", "4", 1);
-	lt_fabric_start_daemon("ib", 2);
+	dstart("ib", 2);
 	/* nobody reaches the daemons' sockets and the fabric's files */
 	cr_assert_eq(chmod(lt_dir, 0755), 0);
-}
-
-/* The environment prefix of an unmodified binary on node n (daemon mode). */
-static const char *denv(int n)
-{
-	static char buf[2][5000];
-	static int k;
-	char *b = buf[k++ & 1];
-
-	snprintf(b, sizeof(buf[0]), "USCM_SIM_NODE=node%d USCM_SOCKET='%s/node%d/uscmd.sock' USCM_MODE=daemon %s",
-		 n, getenv("USCM_SIM_DIR"), n, lt_util_env());
-	return b;
 }
 
 /* root's `rping -s` on node 1, 127.10.0.1:port, in the background; returns

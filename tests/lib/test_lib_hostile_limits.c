@@ -21,8 +21,8 @@
 #include <linux/netlink.h>
 #include <sys/un.h>
 
-#include "lib/usp_proto.h"
 #include "libtest.h"
+#include "usptest.h"
 
 #define NOBODY 65534
 
@@ -41,114 +41,22 @@ static void teardown(void)
 
 TestSuite(limits, .fini = teardown, .timeout = 180);
 
-/* ---- the request protocol, by hand (no Criterion asserts: children use it) ---------------- */
+/* ---- the request protocol, by hand (usptest.h; children use it too) ---------------------- */
 
 static int raw_connect(int node)
 {
-	struct sockaddr_un sa;
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	int fd = ut_connect(node);
 	struct timeval tv = { .tv_sec = 10 };
 
-	if (fd < 0)
-		return -1;
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/node%d/uscmd.sock", getenv("USCM_SIM_DIR"), node);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		close(fd);
-		return -1;
-	}
 	/* a daemon that stops answering fails the test, not hangs it */
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (fd >= 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	return fd;
 }
 
-/* A request op for id with body (blen bytes) and fd_pass; the reply's
- * error (-1: no reply, the daemon closed the connection) and up to replen
- * bytes of its body in rep. */
-static int req(int fd, uint16_t op, uint32_t id, const void *body, size_t blen, int fd_pass,
-	       void *rep, size_t replen)
-{
-	static uint8_t in[USP_MAX_REPLY];
-	uint8_t f[USP_MAX_REQUEST];
-	struct usp_hdr h;
-	struct usp_reply r;
-	struct iovec iov = { .iov_base = f, .iov_len = sizeof(h) + blen };
-	struct msghdr mh;
-	union {
-		char c[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	ssize_t k;
-
-	usp_hdr_init(&h, op, sizeof(h) + blen, 7, id);
-	memcpy(f, &h, sizeof(h));
-	if (blen)
-		memcpy(f + sizeof(h), body, blen);
-	memset(&mh, 0, sizeof(mh));
-	mh.msg_iov = &iov;
-	mh.msg_iovlen = 1;
-	if (fd_pass >= 0) {
-		struct cmsghdr *c;
-
-		memset(&u, 0, sizeof(u));
-		mh.msg_control = u.c;
-		mh.msg_controllen = sizeof(u.c);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd_pass, sizeof(int));
-	}
-	if (sendmsg(fd, &mh, MSG_NOSIGNAL) != (ssize_t)iov.iov_len)
-		return -1;
-	k = recv(fd, in, sizeof(in), 0);
-	if (k < (ssize_t)sizeof(r))
-		return -1;
-	memcpy(&r, in, sizeof(r));
-	if (rep && replen) {
-		size_t got = (size_t)k - sizeof(r);
-
-		memset(rep, 0, replen);
-		memcpy(rep, in + sizeof(r), got < replen ? got : replen);
-	}
-	return r.err;
-}
-
-/* The HELLO the library sends: with a route socket of our namespace
- * (usable in the children too: no Criterion assert). */
-static int hello(int fd)
-{
-	struct usp_hello b = { .version = USP_VERSION, .pid = (uint32_t)getpid() };
-	struct usp_hello_rep r;
-	int nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE), e;
-
-	if (nl < 0)
-		return errno;
-	e = req(fd, USP_HELLO, 0, &b, sizeof(b), nl, &r, sizeof(r));
-	close(nl);
-	return e;
-}
-
-/* A channel: a socketpair, one end to the daemon; ours in *mine. The
- * request's error (0: *chan is the channel). */
-static int new_chan(int fd, uint32_t *chan, int *mine)
-{
-	int sv[2], err;
-	struct usp_chan r = { 0 };
-
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-		return errno;
-	err = req(fd, USP_CHAN_CREATE, 0, NULL, 0, sv[1], &r, sizeof(r));
-	close(sv[1]);
-	if (err) {
-		close(sv[0]);
-		return err;
-	}
-	*mine = sv[0];
-	*chan = r.chan;
-	return 0;
-}
+#define req ut_req
+#define hello ut_hello
+#define new_chan ut_chan
 
 static uint32_t new_id(int fd, uint32_t chan, int *err)
 {

@@ -230,7 +230,7 @@ static void warm_up(struct rdma_event_channel *ch, int timeout)
  * 127.10.0.10 on; 'r' once all are asked. On 'd' it destroys the first half ('h'), on 'x' it checks that
  * none of them answered and exits with the other half still there (uscmd
  * destroys a dead client's ids). */
-static void hostile_child(int nbs, struct lt_pipes *p)
+static void hostile_child(int nbs, int unused, struct lt_pipes *p)
 {
 	struct sockaddr_in dst = nobody_addr();
 	struct rdma_event_channel *ch = rdma_create_event_channel();
@@ -238,6 +238,7 @@ static void hostile_child(int nbs, struct lt_pipes *p)
 	struct pollfd pf;
 	char c;
 
+	(void)unused; /* spawn_ready's second argument */
 	LT_CK(ch && ids);
 	for (int i = 0; i < HOSTILE_N; i++) {
 		if (nbs > 1)
@@ -266,9 +267,11 @@ static void stop_server(void)
 	server_pid = 0;
 }
 
-/* The hostile client, its requests made (lt_spawn's 10 s are too short for
- * 20,000 requests under ASan). */
-static pid_t hostile_spawn(int nbs, struct lt_pipes *p)
+/* A client child(a, b, p) in a fork, once it said 'r' within ms (lt_spawn's
+ * 10 s are too short for 20,000 requests under ASan); why: the failure's
+ * words. */
+static pid_t spawn_ready(void (*child_fn)(int, int, struct lt_pipes *), int a, int b,
+			 struct lt_pipes *p, int ms, const char *why)
 {
 	pid_t child;
 
@@ -278,9 +281,15 @@ static pid_t hostile_spawn(int nbs, struct lt_pipes *p)
 	child = fork();
 	cr_assert_geq(child, 0);
 	if (child == 0)
-		hostile_child(nbs, p);
-	cr_assert_eq(lt_child_says(p, 120000, "the child did not make its requests"), 'r');
+		child_fn(a, b, p);
+	cr_assert_eq(lt_child_says(p, ms, why), 'r');
 	return child;
+}
+
+/* The hostile client, its requests made. */
+static pid_t hostile_spawn(int nbs, struct lt_pipes *p)
+{
+	return spawn_ready(hostile_child, nbs, 0, p, 120000, "the child did not make its requests");
 }
 
 /* The CPU time (user + system) pid has used, ms. */
@@ -669,17 +678,8 @@ static void limited_child(int n, int expect_ok, struct lt_pipes *p)
 
 static pid_t limited_spawn(int n, int expect_ok, struct lt_pipes *p)
 {
-	pid_t child;
-
-	cr_assert_eq(pipe(p->ready), 0);
-	cr_assert_eq(pipe(p->go), 0);
-	fflush(NULL);
-	child = fork();
-	cr_assert_geq(child, 0);
-	if (child == 0)
-		limited_child(n, expect_ok, p);
-	cr_assert_eq(lt_child_says(p, 60000, "the client's requests were not refused at its limit"), 'r');
-	return child;
+	return spawn_ready(limited_child, n, expect_ok, p, 60000,
+			   "the client's requests were not refused at its limit");
 }
 
 Test(hresolve, waiting_requests_are_bounded_per_client_and_uid)

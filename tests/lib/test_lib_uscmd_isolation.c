@@ -13,8 +13,8 @@
 #include <sys/un.h>
 #include <linux/netlink.h>
 
-#include "lib/usp_proto.h"
 #include "libtest.h"
+#include "usptest.h"
 
 static void teardown(void)
 {
@@ -25,107 +25,31 @@ TestSuite(isolation, .fini = teardown, .timeout = 120);
 
 static int raw_connect(int node)
 {
-	struct sockaddr_un sa;
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	int fd = ut_connect(node);
 
-	cr_assert_geq(fd, 0);
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/node%d/uscmd.sock", getenv("USCM_SIM_DIR"), node);
-	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "connect %s: %s", sa.sun_path,
-		     strerror(errno));
+	cr_assert_geq(fd, 0, "connect to node%d's uscmd: %s", node, strerror(errno));
 	return fd;
 }
 
-/* Sends n raw bytes (and fd_pass), returns the reply's error (-1: no reply)
- * and its body in rep (up to replen). */
-static int raw_xfer(int fd, const void *buf, size_t n, int fd_pass, void *rep, size_t replen)
-{
-	uint8_t in[USP_MAX_REPLY];
-	struct usp_reply r;
-	struct msghdr mh;
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = n };
-	union {
-		char c[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct pollfd pf = { .fd = fd, .events = POLLIN };
-	ssize_t k;
+#define raw_xfer ut_xfer
+#define req ut_req
+#define hello_with ut_hello_with
 
-	memset(&mh, 0, sizeof(mh));
-	mh.msg_iov = &iov;
-	mh.msg_iovlen = 1;
-	if (fd_pass >= 0) {
-		struct cmsghdr *c;
-
-		memset(&u, 0, sizeof(u));
-		mh.msg_control = u.c;
-		mh.msg_controllen = sizeof(u.c);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd_pass, sizeof(int));
-	}
-	if (sendmsg(fd, &mh, MSG_NOSIGNAL) != (ssize_t)n)
-		return -1;
-	if (poll(&pf, 1, 5000) != 1)
-		return -1;
-	k = recv(fd, in, sizeof(in), 0);
-	if (k < (ssize_t)sizeof(r))
-		return -1;
-	memcpy(&r, in, sizeof(r));
-	if (rep && replen)
-		memcpy(rep, in + sizeof(r), (size_t)k - sizeof(r) < replen ? (size_t)k - sizeof(r) : replen);
-	return r.err;
-}
-
-/* A well-formed request: op for id, body of blen bytes. */
-static int req(int fd, uint16_t op, uint32_t id, const void *body, size_t blen, int fd_pass,
-	       void *rep, size_t replen)
-{
-	uint8_t f[USP_MAX_REQUEST];
-	struct usp_hdr h;
-
-	cr_assert_leq(sizeof(h) + blen, sizeof(f));
-	usp_hdr_init(&h, op, sizeof(h) + blen, 7, id);
-	memcpy(f, &h, sizeof(h));
-	if (blen)
-		memcpy(f + sizeof(h), body, blen);
-	return raw_xfer(fd, f, sizeof(h) + blen, fd_pass, rep, replen);
-}
-
-/* USP_HELLO passing fd_pass (-1: none): its error. */
-static int hello_with(int fd, int fd_pass)
-{
-	struct usp_hello b = { .version = USP_VERSION, .pid = (uint32_t)getpid() };
-	struct usp_hello_rep r;
-
-	return req(fd, USP_HELLO, 0, &b, sizeof(b), fd_pass, &r, sizeof(r));
-}
-
-/* The HELLO the library sends: with a route socket of our namespace. */
 static int hello(int fd)
 {
-	int nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE), e;
+	int e = ut_hello(fd);
 
-	cr_assert_geq(nl, 0, "NETLINK_ROUTE socket: %s", strerror(errno));
-	e = hello_with(fd, nl);
-	close(nl);
+	cr_assert_neq(e, -1, "no answer to the HELLO");
 	return e;
 }
 
 /* A channel (socketpair, the other end to the daemon); our end in *mine. */
 static uint32_t new_chan(int fd, int *mine)
 {
-	int sv[2];
-	struct usp_chan r;
+	uint32_t chan = 0;
 
-	cr_assert_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
-	cr_assert_eq(req(fd, USP_CHAN_CREATE, 0, NULL, 0, sv[1], &r, sizeof(r)), 0);
-	close(sv[1]);
-	*mine = sv[0];
-	return r.chan;
+	cr_assert_eq(ut_chan(fd, &chan, mine), 0);
+	return chan;
 }
 
 static uint32_t new_id(int fd, uint32_t chan, int *err)
