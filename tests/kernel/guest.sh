@@ -15,7 +15,8 @@ export LC_ALL=C
 role=${kt_role:?kt_role= missing from the kernel command line}
 OUT=/ktout
 SYNC=$OUT/sync
-. "$OUT/env" # KT_SRC KT_BUILD KT_LIST (written by tests/kernel/run.sh)
+. "$OUT/env" # KT_SRC KT_BUILD KT_LIST (written by tests/kernel/run.sh: the
+             # checks.list lines this run runs, in /ktout)
 if [ -n "${KT_PROBE:-}" ]; then
 	# run.sh's accelerator probe: the kernel got this far, that is all
 	mkdir -p "$OUT/$role" && echo probed >"$OUT/$role/status" && sync
@@ -217,7 +218,7 @@ wait_listening() {
 		kill -0 "$pid" 2>/dev/null || return 1
 		case $side in
 		# the kernel's own listing of its rdma_cm ids
-		kernel) rdma res show cm_id 2>/dev/null | grep 'state LISTEN' | grep -q ":$port " && return 0 ;;
+		kernel) rdma res show cm_id 2>/dev/null | grep 'state LISTEN' | grep -qE ":$port( |\$)" && return 0 ;;
 		# the library creates USCM_PCAP when rdma_listen opens the port
 		# (docs/testing.md, "Waiting, not sleeping")
 		uscm-inproc) [ -e "$CK/uscm.pcap" ] && return 0 ;;
