@@ -128,6 +128,7 @@ ibv_devinfo -d rxe0 2>&1 | grep -E 'state|link_layer' | sed 's/^/    /'
 # guest K records the link (every check) for the verdicts and the docs
 if [ "$role" = K ] && command -v tcpdump >/dev/null; then
 	tcpdump -i "$NETDEV" -U -s 0 -w "$OUT/K/link.pcap" >"$OUT/K/tcpdump.log" 2>&1 &
+	TCPDUMP_PID=$!
 	for i in $(seq 100); do grep -q 'listening on' "$OUT/K/tcpdump.log" && break; sleep 0.1; done
 fi
 
@@ -383,10 +384,20 @@ while read -r NAME APP CLIENT SERVER; do
 done < <(cat "$KT_LIST")
 
 stop_uscmd
-if [ "$role" = K ] && [ -n "$(jobs -p)" ]; then
-	# tcpdump writes its last packets on SIGINT
-	kill -INT $(jobs -p) 2>/dev/null
-	sleep 1
+if [ -n "${TCPDUMP_PID:-}" ]; then
+	# tcpdump lags behind the link under TCG, and on SIGINT it leaves what
+	# the kernel still buffers for it (a whole last check was missing
+	# from the capture): stop it once the capture stopped growing
+	last=-1
+	for i in $(seq 40); do
+		size=$(stat -c %s "$OUT/K/link.pcap" 2>/dev/null || echo 0)
+		[ "$size" = "$last" ] && break
+		last=$size
+		sleep 0.5
+	done
+	kill -INT $TCPDUMP_PID 2>/dev/null
+	# (not a bare wait: that would wait for the console's tee too)
+	wait $TCPDUMP_PID
 fi
 post "done-$role"
 [ "$role" = K ] && await done-U 300
