@@ -62,8 +62,12 @@ await() {
 # ---- the guest itself ---------------------------------------------------
 # devtmpfs has no /dev/fd: bash's <(...) and >(...) need it
 [ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
-mount -t tmpfs -o mode=1777 tmp /tmp
-mount -t tmpfs -o mode=0755 run /run
+# a fresh /tmp and /run (not the host's files seen through the overlay),
+# except where this tree is: a clone in /tmp would vanish under the tmpfs
+for d in /tmp /run; do
+	case "$KT_SRC/ $KT_BUILD/" in "$d/"* | *" $d/"*) continue ;; esac
+	mount -t tmpfs -o mode=$([ $d = /tmp ] && echo 1777 || echo 0755) "${d#/}" "$d"
+done
 mkdir -p /run/uscm "$OUT/$role"
 hostname "kt-$role"
 exec </dev/null >>"$OUT/$role/guest.log" 2>&1
