@@ -709,7 +709,9 @@ int cma_port_open(struct cma_port *p)
 {
 	struct cmp_settings s;
 	struct um_port *um = NULL;
-	char err[256] = "";
+	/* room for um_port_open's longest line (the CM class taken: about
+	 * 260 bytes with a 4-letter device name) and a 64-byte device name */
+	char err[512] = "";
 	int rc, e, roce = p->roce;
 
 	while (p->opening) {

@@ -102,7 +102,7 @@ struct cma_port {
 	struct cma_mcg *mcgs;       /* IB multicast groups joined through the SA */
 	unsigned path_gen;          /* bumped by cma_path_cache_flush_port */
 	int open_errno;             /* last failure, for the message */
-	char open_err[256];
+	char open_err[512];
 	/* REQs the engine passed up and the library refused (uscm_get_stats):
 	 * no id listens on the address, or the id's backlog is full. */
 	uint64_t no_listener_rejects, backlog_rejects;

@@ -19,6 +19,10 @@ PKGS=(
   ucx-utils libucx-dev          # ucx_info / ucx_perftest / a UCP client-server (tests/lib/test_lib_apps_ucx.c)
   perftest qperf                # unmodified verbs benchmarks over rdma_cm on sim/ (test_lib_apps_perftest)
   iperf3 socat                  # TCP programs over rsockets via librspreload (tests/lib/test_lib_apps_rspreload.c)
+  qemu-system-x86 linux-image-amd64 busybox-static tcpdump
+                                # the kernel tier (tests/kernel/, docs/kernel-tier.md): two qemu
+                                # guests of Debian's kernel with Soft-RoCE, a busybox initramfs,
+                                # guest K's capture of the link
   opensm                        # Debian's subnet manager as the sim's SM/SA: uscm-sim --sm opensm (tests/lib/test_lib_opensm.c)
                                 # perftest, libfabric, UCX and pyverbs also check that programs linking
                                 # libmlx5/libefa load over sim/'s libibverbs (test_sim_verbs_private)
@@ -36,5 +40,9 @@ echo "install-deps: installing ${missing[*]}" >&2
 # tshark asks whether non-root users may capture; answer "no" up front.
 echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections
 export DEBIAN_FRONTEND=noninteractive
+# linux-image-amd64 is there for its vmlinuz and modules (the kernel tier
+# boots them with an initramfs of its own, tests/kernel/mkinitramfs.sh):
+# skip the kernel hook's update-initramfs, half a minute of CPU per kernel
+export INITRD=No
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -24,8 +24,9 @@
 int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned int index,
 		       int *type);
 
-/* Exported by libibverbs without a declaration in verbs.h. */
-int ibv_get_sysfs_path(char *buf, size_t size);
+/* Exported by libibverbs without a declaration in verbs.h (rdma-core's
+ * driver.h; checked against those prototypes, sim/abi/). */
+const char *ibv_get_sysfs_path(void);
 int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size);
 int ibv_dontfork_range(void *base, size_t size);
 int ibv_dofork_range(void *base, size_t size);

@@ -640,12 +640,12 @@ SV_EXPORT int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_num, 
 
 /* ---- sysfs --------------------------------------------------------------------------- */
 
-SV_EXPORT int ibv_get_sysfs_path(char *buf, size_t size)
+/* rdma-core's: the sysfs root, a string the library owns (callers append
+ * "/class/infiniband" themselves); "/sys" for the simulated device too,
+ * whose files ibv_read_sysfs_file synthesizes. */
+SV_EXPORT const char *ibv_get_sysfs_path(void)
 {
-	if (!buf || size < 5)
-		return -1;
-	snprintf(buf, size, "/sys");
-	return 0;
+	return "/sys";
 }
 
 /* Files of our device's ibdev_path are synthesized; other paths are read. */

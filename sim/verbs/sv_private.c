@@ -106,9 +106,12 @@ unsigned sv_registered_drivers(void)
 
 /* IBVERBS_1.1, non-default version only: the pre-rdma-core-13 driver
  * interface; it has done nothing since (old libfabric usnic called it). */
-typedef struct ibv_device *(*sv_driver_init_1_1)(const char *path, int abi);
-void sv_ibv_register_driver_1_1(const char *name, sv_driver_init_1_1 init);
-SV_EXPORT void sv_ibv_register_driver_1_1(const char *name, sv_driver_init_1_1 init)
+/* The type spelled out, not a typedef of ours: sim/abi/ compares this
+ * prototype, as the compiler prints it, with rdma-core's. */
+void sv_ibv_register_driver_1_1(const char *name,
+				struct ibv_device *(*init)(const char *path, int abi));
+SV_EXPORT void sv_ibv_register_driver_1_1(const char *name,
+					  struct ibv_device *(*init)(const char *path, int abi))
 {
 	(void)name;
 	(void)init;

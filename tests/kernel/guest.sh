@@ -1,0 +1,408 @@
+#!/bin/bash
+# The kernel tier's guest side (docs/kernel-tier.md): PID 1 of guest K
+# (the kernel's rdma_cm, Debian's librdmacm) or guest U (uscm over Debian's
+# libibverbs / libibumad; the kernel's CM kept out until the last checks),
+# after tests/kernel/init made the host's / its root. Both guests read
+# tests/kernel/checks.list and run it in step: for each check the server's
+# guest starts the server and says when it listens, the client's guest runs
+# the client and writes the verdict. They meet through files in /ktout/sync
+# (the run directory on the host, a 9p share both guests mount: no traffic
+# of the harness on the link under test). Everything a check leaves is in
+# /ktout/checks/NAME/; the host reads it after both guests powered off.
+set -u
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export LC_ALL=C
+role=${kt_role:?kt_role= missing from the kernel command line}
+OUT=/ktout
+SYNC=$OUT/sync
+. "$OUT/env" # KT_SRC KT_BUILD KT_LIST (written by tests/kernel/run.sh: the
+             # checks.list lines this run runs, in /ktout)
+if [ -n "${KT_PROBE:-}" ]; then
+	# run.sh's accelerator probe: the kernel got this far, that is all
+	mkdir -p "$OUT/$role" && echo probed >"$OUT/$role/status" && sync
+	echo o >/proc/sysrq-trigger
+	sleep 10
+	echo b >/proc/sysrq-trigger
+fi
+
+K_ADDR=198.18.0.1
+U_ADDR=198.18.0.2
+BB=/bin/busybox
+
+log() { echo "kt[$role $SECONDS s] $*"; }
+
+finish() {
+	log "powering off ($1)"
+	echo "$1" >"$OUT/$role/status"
+	sync
+	# poweroff; -no-reboot turns the reboot fallback into qemu's exit too
+	echo o >/proc/sysrq-trigger
+	sleep 10
+	echo b >/proc/sysrq-trigger
+	sleep 100
+}
+
+# post NAME [TEXT]: tell the other guest (rename: it never reads half a file)
+post() {
+	echo "${2:-}" >"$SYNC/$1.$role.tmp" && mv "$SYNC/$1.$role.tmp" "$SYNC/$1"
+}
+
+# await NAME SECONDS: 0 once the other guest posted NAME; 1 on timeout, 2
+# when the host says the other guest is gone (then nothing will come)
+await() {
+	local end=$((SECONDS + $2))
+	while [ ! -e "$SYNC/$1" ]; do
+		[ -e "$SYNC/gone" ] && return 2
+		[ $SECONDS -ge $end ] && return 1
+		sleep 0.1
+	done
+	return 0
+}
+
+# ---- the guest itself ---------------------------------------------------
+# devtmpfs has no /dev/fd: bash's <(...) and >(...) need it
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
+# a fresh /tmp and /run (not the host's files seen through the overlay),
+# except where this tree is: a clone in /tmp would vanish under the tmpfs
+for d in /tmp /run; do
+	case "$KT_SRC/ $KT_BUILD/" in "$d/"* | *" $d/"*) continue ;; esac
+	mount -t tmpfs -o mode=$([ $d = /tmp ] && echo 1777 || echo 0755) "${d#/}" "$d"
+done
+mkdir -p /run/uscm "$OUT/$role"
+hostname "kt-$role"
+exec </dev/null >>"$OUT/$role/guest.log" 2>&1
+# the console shows the same lines (the host prints its tail on failure)
+exec > >(tee -a /dev/ttyS0) 2>&1
+log "up on $(uname -r), $(nproc) cpu, $(awk '/MemTotal/ { print $2 " kB" }' /proc/meminfo)"
+
+case $role in
+K) self=$K_ADDR peer=$U_ADDR ;;
+U) self=$U_ADDR peer=$K_ADDR ;;
+*) finish "bad role $role" ;;
+esac
+
+if [ "$role" = U ]; then
+	# The kernel's CM stays out of guest U (docs/operators.md, "Hosts where
+	# the kernel's ib_cm is loaded"): a dependent load fails too. Written
+	# into the overlay, never the host.
+	cat >/etc/modprobe.d/uscm-kernel-tier.conf <<-EOF
+		install ib_cm /bin/false
+		install rdma_cm /bin/false
+		install rdma_ucm /bin/false
+		install ib_ucm /bin/false
+	EOF
+fi
+
+setup() {
+	modprobe virtio_net || return 1
+	# the only NIC: -nic none on the host's side, one virtio-net link
+	local dev
+	dev=$(ls /sys/class/net | grep -v '^lo$' | head -1)
+	[ -n "$dev" ] || { log "no network interface"; return 1; }
+	ip link set lo up && ip link set "$dev" up &&
+		ip addr add "$self/24" dev "$dev" || return 1
+	NETDEV=$dev
+	local mods="rdma_rxe ib_uverbs ib_umad"
+	[ "$role" = K ] && mods="$mods rdma_ucm"
+	for m in $mods; do modprobe "$m" || { log "modprobe $m failed"; return 1; }; done
+	if [ "$role" = U ] && grep -q '^ib_cm ' /proc/modules; then
+		log "ib_cm is loaded in U although modprobe.d keeps it out"
+		return 1
+	fi
+	rdma link add rxe0 type rxe netdev "$dev" || return 1
+	# the device has the address's GID (RoCE v2, ::ffff:a.b.c.d) before
+	# anything resolves to it
+	local i
+	for i in $(seq 100); do
+		grep -qs "0000:0000:0000:0000:0000:ffff:$(printf '%02x%02x:%02x%02x' ${self//./ })" \
+			/sys/class/infiniband/rxe0/ports/1/gids/* && break
+		sleep 0.1
+	done
+	# the peer answers (ARP resolved, link up both ways) before the first check
+	for i in $(seq 60); do
+		$BB ping -c 1 -W 1 "$peer" >/dev/null 2>&1 && return 0
+	done
+	log "the peer $peer does not answer"
+	return 1
+}
+setup || { post "setup-failed-$role"; finish "setup failed"; }
+log "rxe0 on $NETDEV, $self"
+ibv_devinfo -d rxe0 2>&1 | grep -E 'state|link_layer' | sed 's/^/    /'
+
+# guest K records the link (every check) for the verdicts and the docs
+if [ "$role" = K ] && command -v tcpdump >/dev/null; then
+	tcpdump -i "$NETDEV" -U -s 0 -w "$OUT/K/link.pcap" >"$OUT/K/tcpdump.log" 2>&1 &
+	TCPDUMP_PID=$!
+	for i in $(seq 100); do grep -q 'listening on' "$OUT/K/tcpdump.log" && break; sleep 0.1; done
+fi
+
+post "up-$role"
+other=K
+[ "$role" = K ] && other=U
+await "up-$other" 300 || finish "the other guest never came up"
+
+# ---- guest U's states ----------------------------------------------------
+ustate=inproc
+USCMD_PID=
+uscmd_status() { "$KT_BUILD/bin/uscmd" --status 2>&1; }
+start_uscmd() {
+	"$KT_BUILD/bin/uscmd" -v --pcap "$OUT/U/uscmd.pcap" >>"$OUT/U/uscmd.log" 2>&1 &
+	USCMD_PID=$!
+	local i
+	for i in $(seq 150); do
+		uscmd_status >/dev/null && return 0
+		kill -0 $USCMD_PID 2>/dev/null || break
+		sleep 0.1
+	done
+	log "uscmd did not start: $(tail -3 "$OUT/U/uscmd.log")"
+	return 1
+}
+stop_uscmd() {
+	[ -n "$USCMD_PID" ] || return 0
+	kill -TERM $USCMD_PID
+	local i
+	for i in $(seq 100); do kill -0 $USCMD_PID 2>/dev/null || break; sleep 0.1; done
+	kill -KILL $USCMD_PID 2>/dev/null
+	wait $USCMD_PID 2>/dev/null
+	USCMD_PID=
+}
+# U moves to the state a check needs: inproc -> uscmd -> kernel
+u_enter() {
+	[ "$role" = U ] || return 0
+	case "$ustate>$1" in
+	inproc\>inproc | uscmd\>uscmd | kernel\>kernel) return 0 ;;
+	inproc\>uscmd) start_uscmd || return 1 ;;
+	inproc\>kernel | uscmd\>kernel)
+		stop_uscmd
+		rm -f /etc/modprobe.d/uscm-kernel-tier.conf
+		modprobe rdma_ucm || return 1
+		grep -q '^ib_cm ' /proc/modules || return 1
+		;;
+	*) log "checks.list goes back from $ustate to $1"; return 1 ;;
+	esac
+	log "guest U: $ustate -> $1"
+	ustate=$1
+}
+
+# ---- programs --------------------------------------------------------------
+# the environment a side runs with: uscm's librdmacm.so.1 over the host's
+# real libibverbs / libibumad (build/lib holds only uscm's library)
+side_env() {
+	case $1 in
+	kernel) echo "" ;;
+	uscm-inproc) echo "LD_LIBRARY_PATH=$KT_BUILD/lib USCM_MODE=inproc USCM_PCAP=$CK/uscm.pcap" ;;
+	uscm-uscmd) echo "LD_LIBRARY_PATH=$KT_BUILD/lib USCM_MODE=daemon" ;;
+	esac
+}
+# the port each check listens on (udaddy has none of its own: 7174)
+port_of() {
+	local n
+	n=$(grep -v '^#' "$KT_LIST" | awk -v c="$1" 'NF { i++ } $1 == c { print i }')
+	echo $((7200 + n))
+}
+server_cmd() { # APP PORT
+	case $1 in
+	rping) echo "rping -s -V -C 100 -a $SADDR -p $2" ;;
+	ucmatose) echo "ucmatose -b $SADDR -p $2 -c 10" ;;
+	udaddy) echo "udaddy -b $SADDR -c 10" ;;
+	esac
+}
+client_cmd() {
+	case $1 in
+	rping) echo "rping -c -V -C 100 -a $SADDR -p $2" ;;
+	ucmatose) echo "ucmatose -s $SADDR -p $2 -c 10" ;;
+	udaddy) echo "udaddy -s $SADDR -c 10" ;;
+	esac
+}
+
+# wait_listening SIDE APP PORT PID: 0 once the server can take a request
+wait_listening() {
+	local side=$1 app=$2 port=$3 pid=$4 i
+	[ "$app" = udaddy ] && port=7174
+	for i in $(seq 300); do
+		kill -0 "$pid" 2>/dev/null || return 1
+		case $side in
+		# the kernel's own listing of its rdma_cm ids
+		kernel) rdma res show cm_id 2>/dev/null | grep 'state LISTEN' | grep -qE ":$port( |\$)" && return 0 ;;
+		# the library creates USCM_PCAP when rdma_listen opens the port
+		# (docs/testing.md, "Waiting, not sleeping")
+		uscm-inproc) [ -e "$CK/uscm.pcap" ] && return 0 ;;
+		# an id in uscmd: listening or about to be (the client retries a
+		# refusal for want of a listener)
+		uscm-uscmd) uscmd_status | grep -q ', [1-9][0-9]* ids,' && sleep 0.3 && return 0 ;;
+		esac
+		sleep 0.1
+	done
+	return 1
+}
+
+# ---- one check ----------------------------------------------------------------
+# where each side of a check runs
+guest_of() { # SIDE OTHERSIDE
+	case $1 in
+	uscm-*) echo U ;;
+	kernel) case $2 in kernel) [ "$3" = client ] && echo U || echo K ;; *) echo K ;; esac ;;
+	-) echo - ;;
+	esac
+}
+
+run_server() {
+	local port=$1 cmd pid rc
+	cmd=$(server_cmd "$APP" "$port")
+	u_enter "${SERVER#uscm-}" || { post "$NAME.ready" "guest U could not enter state ${SERVER#uscm-}"; return; }
+	[ "$role" = U ] && uscmd_status >"$CK/uscmd.before" 2>&1
+	echo "# $(side_env "$SERVER") $cmd" >"$CK/server.log"
+	env $(side_env "$SERVER") timeout 150 $cmd >>"$CK/server.log" 2>&1 &
+	pid=$!
+	if wait_listening "$SERVER" "$APP" "$port" $pid; then
+		post "$NAME.ready" ok
+	else
+		post "$NAME.ready" "the server is not listening (it exited or 30 s passed)"
+	fi
+	await "$NAME.cdone" 300
+	# the server exits by itself once its clients are done
+	local end=$((SECONDS + 60))
+	while kill -0 $pid 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.1; done
+	kill -TERM $pid 2>/dev/null
+	wait $pid
+	rc=$?
+	echo $rc >"$CK/server.rc"
+	[ "$role" = U ] && uscmd_status >"$CK/uscmd.after" 2>&1
+	post "$NAME.sdone"
+}
+
+run_client() {
+	local port=$1 cmd rc=1 try st
+	cmd=$(client_cmd "$APP" "$port")
+	if [ "$CLIENT" = kernel ] && [ "$role" = U ]; then
+		u_enter kernel || { echo "1" >"$CK/client.rc"; echo "guest U could not load the kernel CM" >"$CK/client.log"; }
+	elif [ "$role" = U ]; then
+		u_enter "${CLIENT#uscm-}" || { echo "guest U could not enter ${CLIENT#uscm-}" >"$CK/client.log"; }
+	fi
+	await "$NAME.ready" 300
+	st=$(cat "$SYNC/$NAME.ready" 2>/dev/null)
+	[ "$role" = U ] && uscmd_status >"$CK/uscmd.before" 2>&1
+	if [ "$st" = ok ]; then
+		for try in 1 2 3 4 5 6 7 8 9 10; do
+			echo "# try $try: $(side_env "$CLIENT") $cmd" >>"$CK/client.log"
+			env $(side_env "$CLIENT") timeout 90 $cmd >"$CK/client.try" 2>&1
+			rc=$?
+			cat "$CK/client.try" >>"$CK/client.log"
+			[ $rc -eq 0 ] && break
+			# only a server in uscmd may not be listening yet (an id
+			# there is not yet a listen): refused for want of a
+			# listener, REJECTED (rping, ucmatose) or UNREACHABLE
+			# (udaddy), is tried again; any other failure is the verdict
+			[ "$SERVER" = uscm-uscmd ] && grep -qE 'REJECTED|UNREACHABLE' "$CK/client.try" || break
+			sleep 0.5
+		done
+		rm -f "$CK/client.try"
+	else
+		echo "not run: $st" >>"$CK/client.log"
+	fi
+	echo $rc >"$CK/client.rc"
+	[ "$role" = U ] && uscmd_status >"$CK/uscmd.after" 2>&1
+	post "$NAME.cdone"
+	await "$NAME.sdone" 300
+	verdict
+}
+
+# the verdict of a pair, by the client's guest once both sides are done
+verdict() {
+	local why=
+	[ "$(cat "$CK/client.rc" 2>/dev/null)" = 0 ] || why="${why}client exited $(cat "$CK/client.rc" 2>/dev/null); "
+	[ "$(cat "$CK/server.rc" 2>/dev/null)" = 0 ] || why="${why}server exited $(cat "$CK/server.rc" 2>/dev/null || echo '(no status)'); "
+	# uscm really was the one on the wire: its capture (in process) or
+	# uscmd's counters moved
+	case "$CLIENT $SERVER" in
+	*uscm-inproc*)
+		[ "$(stat -c %s "$CK/uscm.pcap" 2>/dev/null || echo 0)" -gt 24 ] ||
+			why="${why}uscm recorded no MAD (USCM_PCAP); " ;;
+	*uscm-uscmd*)
+		local a b
+		b=$(grep -o 'rx_mads=[0-9]*' "$CK/uscmd.before" 2>/dev/null | cut -d= -f2)
+		a=$(grep -o 'rx_mads=[0-9]*' "$CK/uscmd.after" 2>/dev/null | cut -d= -f2)
+		[ -n "$a" ] && [ -n "$b" ] && [ "$a" -gt "$b" ] ||
+			why="${why}uscmd received no MAD (rx_mads ${b:-?} -> ${a:-?}); " ;;
+	esac
+	if [ -z "$why" ]; then
+		echo pass >"$CK/result"
+	else
+		echo "fail: $why" >"$CK/result"
+	fi
+	echo $((SECONDS - CK_T0)) >"$CK/seconds"
+	log "$NAME: $(cat "$CK/result")"
+}
+
+# ibcm_refused_*: with the kernel's ib_cm loaded in U, uscm refuses with
+# its documented line (docs/operators.md) instead of half-working
+run_ibcm() {
+	u_enter kernel || { echo "fail: could not load the kernel's ib_cm in U" >"$CK/result"; return; }
+	# the whole documented line, to its last word: a line cut short by a
+	# buffer is a failure too
+	local want="uscm: cannot own the CM class (0x07) on rxe0 port 1 (umad_register: Invalid argument): the kernel's ib_cm (loaded with rdma_cm / ib_ucm) or another process already serves it; one process owns a port's CM agent (uscmd shares it between processes: docs/operators.md)" rc why=
+	case $CLIENT in
+	uscm-inproc)
+		echo "# USCM_MODE=inproc rping -s -a $U_ADDR -C 1" >"$CK/client.log"
+		env LD_LIBRARY_PATH="$KT_BUILD/lib" USCM_MODE=inproc timeout 60 \
+			rping -s -a "$U_ADDR" -p 7199 -C 1 >>"$CK/client.log" 2>&1
+		rc=$?
+		[ $rc -ne 0 ] && [ $rc -ne 124 ] || why="rping exited $rc; "
+		;;
+	uscm-uscmd)
+		echo "# uscmd --socket /run/uscm/refused.sock" >"$CK/client.log"
+		timeout 60 "$KT_BUILD/bin/uscmd" --socket /run/uscm/refused.sock >>"$CK/client.log" 2>&1
+		rc=$?
+		[ $rc -eq 1 ] || why="uscmd exited $rc (not 1); "
+		grep -q "uscmd: no port's CM agent could be opened" "$CK/client.log" ||
+			why="${why}no \"no port's CM agent could be opened\"; "
+		;;
+	esac
+	echo $rc >"$CK/client.rc"
+	grep -qxF "$want" "$CK/client.log" || why="${why}not the documented line \"$want\"; "
+	if [ -z "$why" ]; then echo pass >"$CK/result"; else echo "fail: $why" >"$CK/result"; fi
+	echo $((SECONDS - CK_T0)) >"$CK/seconds"
+	log "$NAME: $(cat "$CK/result")"
+}
+
+# ---- the list ----------------------------------------------------------------
+while read -r NAME APP CLIENT SERVER; do
+	case $NAME in '' | \#*) continue ;; esac
+	CK=$OUT/checks/$NAME CK_T0=$SECONDS
+	mkdir -p "$CK"
+	if [ "$SERVER" = - ]; then
+		[ "$role" = U ] && run_ibcm
+		continue
+	fi
+	cg=$(guest_of "$CLIENT" "$SERVER" client)
+	sg=$(guest_of "$SERVER" "$CLIENT" server)
+	if [ "$sg" = K ]; then SADDR=$K_ADDR; else SADDR=$U_ADDR; fi
+	port=$(port_of "$NAME")
+	log "$NAME: $APP, client $CLIENT in $cg, server $SERVER in $sg"
+	if [ "$role" = "$sg" ]; then
+		run_server "$port"
+	elif [ "$role" = "$cg" ]; then
+		run_client "$port"
+	fi
+	[ -e "$SYNC/gone" ] && finish "the other guest is gone"
+done < <(cat "$KT_LIST")
+
+stop_uscmd
+if [ -n "${TCPDUMP_PID:-}" ]; then
+	# tcpdump lags behind the link under TCG, and on SIGINT it leaves what
+	# the kernel still buffers for it (a whole last check was missing
+	# from the capture): stop it once the capture stopped growing
+	last=-1
+	for i in $(seq 40); do
+		size=$(stat -c %s "$OUT/K/link.pcap" 2>/dev/null || echo 0)
+		[ "$size" = "$last" ] && break
+		last=$size
+		sleep 0.5
+	done
+	kill -INT $TCPDUMP_PID 2>/dev/null
+	# (not a bare wait: that would wait for the console's tee too)
+	wait $TCPDUMP_PID
+fi
+post "done-$role"
+[ "$role" = K ] && await done-U 300
+finish done
