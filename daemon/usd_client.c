@@ -208,6 +208,7 @@ void usd_client_free(struct usd_client *cl)
 			usd_uncharge(cl, USD_CHANS, 1);
 		}
 	free(cl->chans);
+	free(cl->room);
 	while (cl->qhead) {
 		struct usd_frame *f = cl->qhead;
 
@@ -229,15 +230,48 @@ void usd_client_free(struct usd_client *cl)
 
 /* ---- events --------------------------------------------------------------------------------- */
 
-/* Whether the channel socket may take another frame: the kernel memory an
+/* What one event frame costs the socket it waits in (its skb's truesize,
+ * which is what SIOCOUTQ counts), measured once on a pair of our own;
+ * twice that is the bound chan_room assumes per frame sent. */
+static unsigned frame_truesize(void)
+{
+	if (!usd.frame_truesize) {
+		struct usp_event ev;
+		int sv[2], q = 0;
+
+		memset(&ev, 0, sizeof(ev));
+		usd.frame_truesize = 8192; /* if it cannot be measured: more than any kernel's */
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0) {
+			if (send(sv[1], &ev, sizeof(ev), MSG_DONTWAIT) == (ssize_t)sizeof(ev) &&
+			    ioctl(sv[1], SIOCOUTQ, &q) == 0 && q > 0)
+				usd.frame_truesize = 2 * (unsigned)q;
+			close(sv[0]);
+			close(sv[1]);
+		}
+	}
+	return usd.frame_truesize;
+}
+
+/* Whether channel chan may take another frame: the kernel memory an
  * unread channel holds is bounded by --chan-buffer, not by the socket's
  * send buffer, which its client may have raised (up to wmem_max) on a
- * copy of the fd it kept. SIOCOUTQ: the bytes (truesize) not yet read. */
-static int chan_room(int fd)
+ * copy of the fd it kept. SIOCOUTQ: the bytes (truesize) not yet read.
+ * Reading only lowers it, so while what was there at the last question
+ * plus what was sent since is below the bound there is room for sure, and
+ * the kernel is asked only near the bound (a system call per event
+ * otherwise). */
+static int chan_room(struct usd_client *cl, uint32_t chan)
 {
+	struct usd_room *r = &cl->room[chan];
 	int q = 0;
 
-	return ioctl(fd, SIOCOUTQ, &q) < 0 || (unsigned)q < usd.lim.chan_buffer;
+	if ((uint64_t)r->q + (uint64_t)r->sent * frame_truesize() < usd.lim.chan_buffer)
+		return 1;
+	if (ioctl(cl->chans[chan], SIOCOUTQ, &q) < 0)
+		return 1;
+	r->q = (uint32_t)q;
+	r->sent = 0;
+	return (unsigned)q < usd.lim.chan_buffer;
 }
 
 /* Which limit a frame more in cl's queue is over (err: usd_charge's). */
@@ -261,11 +295,13 @@ static void send_event(struct usd_client *cl, uint32_t chan, const struct usp_ev
 
 	if (chan >= cl->nchans || cl->chans[chan] < 0)
 		return; /* the channel is gone: nobody to tell */
-	if (!cl->qhead && chan_room(cl->chans[chan])) {
+	if (!cl->qhead && chan_room(cl, chan)) {
 		ssize_t n = send(cl->chans[chan], ev, sizeof(*ev), MSG_DONTWAIT | MSG_NOSIGNAL);
 
-		if (n == (ssize_t)sizeof(*ev))
+		if (n == (ssize_t)sizeof(*ev)) {
+			cl->room[chan].sent++;
 			return;
+		}
 		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
 			return; /* the client closed its end */
 	}
@@ -310,11 +346,13 @@ int usd_client_flush(struct usd_client *cl)
 		if (f->chan < cl->nchans && cl->chans[f->chan] >= 0) {
 			ssize_t n;
 
-			if (!chan_room(cl->chans[f->chan]))
+			if (!chan_room(cl, f->chan))
 				return 1;
 			n = send(cl->chans[f->chan], &f->ev, sizeof(f->ev), MSG_DONTWAIT | MSG_NOSIGNAL);
 			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 				return 1;
+			if (n == (ssize_t)sizeof(f->ev))
+				cl->room[f->chan].sent++;
 		}
 		cl->qhead = f->next;
 		if (!cl->qhead)
@@ -474,12 +512,18 @@ static int chan_add(struct usd_client *cl, int fd, uint32_t *out)
 	}
 	if (i == cl->nchans) {
 		int *n = realloc(cl->chans, (cl->nchans + 1) * sizeof(*n));
+		struct usd_room *rm;
 
 		if (!n)
 			return ENOMEM;
 		cl->chans = n;
+		rm = realloc(cl->room, (cl->nchans + 1) * sizeof(*rm));
+		if (!rm)
+			return ENOMEM;
+		cl->room = rm;
 		cl->nchans++;
 	}
+	cl->room[i].q = cl->room[i].sent = 0; /* a new socket: nothing unread */
 	usd_charge(cl, USD_CHANS, 1);
 	cl->nchans_live++;
 	shutdown(fd, SHUT_RD);
@@ -907,7 +951,7 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		 * channel, it would wait in uscmd too: refused at the queue's
 		 * limits rather than posted and its client dropped for it (a CM
 		 * event cannot be refused) */
-		if ((cl->qhead || (chan_ok(cl, id->chan) && !chan_room(cl->chans[id->chan]))) &&
+		if ((cl->qhead || (chan_ok(cl, id->chan) && !chan_room(cl, id->chan))) &&
 		    (cl->nqueued >= usd.lim.max_queued ||
 		     usd_admit(cl, USD_QBYTES, sizeof(struct usd_frame)) != 0)) {
 			err = ENOMEM;

@@ -110,6 +110,12 @@ struct usd_client {
 	uint32_t num;
 	struct rdma_event_channel *ec;   /* the library channel of all its ids */
 	int *chans;                     /* channel socket fds by handle (-1: none) */
+	/* per channel: its unread bytes when last asked (SIOCOUTQ) and the
+	 * frames sent since, so that the kernel is asked only when they
+	 * could have reached --chan-buffer (usd_client.c, chan_room) */
+	struct usd_room {
+		uint32_t q, sent;
+	} *room;
 	unsigned nchans;
 	struct usd_id *ids;
 	unsigned nids;
@@ -134,6 +140,7 @@ struct usd_global {
 	uint32_t next_client;
 	int verbose;
 	uint64_t malformed;             /* requests refused by usp_check_request */
+	unsigned frame_truesize;        /* what one event frame costs a channel socket (0: not measured) */
 	uint64_t clients_total;
 	uint64_t use[USD_NRES];         /* the host's */
 	uint64_t clients_refused;       /* connections refused: --max-clients-per-uid */
