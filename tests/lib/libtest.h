@@ -505,10 +505,9 @@ static inline char lt_child_says(struct lt_pipes *p, int ms, const char *what)
 	return c;
 }
 
-/* Forks child(mode, p) and waits (10 s) for the first byte it writes to
- * p->ready[1] (it is listening / has joined). */
-static inline pid_t lt_spawn(void (*child)(int mode, struct lt_pipes *p), int mode,
-			     struct lt_pipes *p)
+/* Forks child(mode, p) with the two pipes made (no wait). */
+static inline pid_t lt_fork_child(void (*child)(int mode, struct lt_pipes *p), int mode,
+				  struct lt_pipes *p)
 {
 	pid_t pid;
 
@@ -521,6 +520,16 @@ static inline pid_t lt_spawn(void (*child)(int mode, struct lt_pipes *p), int mo
 		child(mode, p);
 		_exit(0);
 	}
+	return pid;
+}
+
+/* Forks child(mode, p) and waits (10 s) for the first byte it writes to
+ * p->ready[1] (it is listening / has joined). */
+static inline pid_t lt_spawn(void (*child)(int mode, struct lt_pipes *p), int mode,
+			     struct lt_pipes *p)
+{
+	pid_t pid = lt_fork_child(child, mode, p);
+
 	lt_child_says(p, 10000, "the child did not get ready");
 	return pid;
 }

@@ -308,15 +308,7 @@ static pid_t hostile(int mode, struct lt_pipes *p, struct report *r)
 	pid_t pid;
 
 	gid_of("127.10.0.1", g_gid);
-	cr_assert_eq(pipe(p->ready), 0);
-	cr_assert_eq(pipe(p->go), 0);
-	fflush(NULL);
-	pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		hostile_child(mode, p);
-		_exit(0);
-	}
+	pid = lt_fork_child(hostile_child, mode, p);
 	child_report(p, r);
 	return pid;
 }
