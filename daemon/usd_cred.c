@@ -74,14 +74,14 @@ static int read_proc(pid_t pid, uid_t *euid, int *cap, int *initial_ns)
 	}
 	fclose(f);
 	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
-	f = fopen(path, "re");
-	if (f) {
-		unsigned long a, b, n, x;
+	{
+		struct cma_uid_extent e[2];
+		int n = cma_uid_map_read(path, e, 2);
 
-		*initial_ns = fscanf(f, "%lu %lu %lu", &a, &b, &n) == 3 && a == 0 && b == 0 &&
-			      n == 4294967295UL && fscanf(f, "%lu", &x) != 1;
-		got |= 4;
-		fclose(f);
+		if (n >= 0) {
+			*initial_ns = cma_uid_map_initial(e, n);
+			got |= 4;
+		}
 	}
 	return got == 7 ? 0 : -1;
 }

@@ -416,6 +416,15 @@ int cma_id_set_caller(struct rdma_cm_id *cm_id, const struct cma_caller *c);
 int cma_caller_may_bind_low(const struct cma_caller *c);
 /* 1 when this process is in the initial user namespace. */
 int cma_in_initial_userns(void);
+/* A uid_map (/proc/self/uid_map, /proc/PID/uid_map as this process sees
+ * it): its first max extents (inside uid, outside uid, count), how many,
+ * -1 when it cannot be read; whether they are the initial namespace's. */
+struct cma_uid_extent {
+	unsigned long in, out, count;
+};
+#define CMA_UID_MAP_MAX 340 /* the kernel's limit of extents */
+int cma_uid_map_read(const char *path, struct cma_uid_extent *e, int max);
+int cma_uid_map_initial(const struct cma_uid_extent *e, int n);
 
 /* The errno a synchronous call returns for its event's failure
  * (REJECTED: ECONNREFUSED; otherwise the status as a positive errno). */

@@ -103,21 +103,33 @@ void cma_caller_self(struct cma_caller *c)
 		c->priv = (d[CAP_NET_BIND_SERVICE / 32].effective >> (CAP_NET_BIND_SERVICE % 32)) & 1;
 }
 
-/* 1 when this process's user namespace is the initial one: its uid_map is
- * the identity map of the whole range ("0 0 4294967295"), as only the
- * initial namespace's can be. */
-int cma_in_initial_userns(void)
+int cma_uid_map_read(const char *path, struct cma_uid_extent *e, int max)
 {
-	unsigned long a, b, n;
-	FILE *f = fopen("/proc/self/uid_map", "re");
-	int ok = 0;
+	struct cma_uid_extent x;
+	FILE *f = fopen(path, "re");
+	int n = 0;
 
 	if (!f)
-		return 1; /* no /proc: nothing says otherwise */
-	if (fscanf(f, "%lu %lu %lu", &a, &b, &n) == 3)
-		ok = a == 0 && b == 0 && n == 4294967295UL && fscanf(f, "%lu", &a) != 1;
+		return -1;
+	while (n < max && fscanf(f, "%lu %lu %lu", &x.in, &x.out, &x.count) == 3)
+		e[n++] = x;
 	fclose(f);
-	return ok;
+	return n;
+}
+
+/* Only the initial namespace's map is the identity of the whole range
+ * ("0 0 4294967295"), one extent. */
+int cma_uid_map_initial(const struct cma_uid_extent *e, int n)
+{
+	return n == 1 && e[0].in == 0 && e[0].out == 0 && e[0].count == 4294967295UL;
+}
+
+int cma_in_initial_userns(void)
+{
+	struct cma_uid_extent e[2];
+	int n = cma_uid_map_read("/proc/self/uid_map", e, 2);
+
+	return n < 0 || cma_uid_map_initial(e, n); /* no /proc: nothing says otherwise */
 }
 
 int cma_caller_may_bind_low(const struct cma_caller *c)

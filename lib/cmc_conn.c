@@ -76,31 +76,23 @@ const char *cmc_socket_path(void)
  * (one level of nesting: the map is to the parent namespace). */
 static uid_t root_seen_here(void)
 {
-	unsigned long in, out, n;
-	uid_t r = 0;
-	FILE *f = fopen("/proc/self/uid_map", "re");
+	struct cma_uid_extent e[CMA_UID_MAP_MAX];
+	int n = cma_uid_map_read("/proc/self/uid_map", e, CMA_UID_MAP_MAX);
+	unsigned long ov = 65534;
+	FILE *o;
 
-	if (!f)
+	if (n < 0 || cma_uid_map_initial(e, n))
 		return 0;
-	if (fscanf(f, "%lu %lu %lu", &in, &out, &n) == 3 && !(in == 0 && out == 0 && n == 4294967295UL)) {
-		FILE *o = fopen("/proc/sys/kernel/overflowuid", "re");
-		unsigned long ov = 65534;
-
-		if (o) {
-			if (fscanf(o, "%lu", &ov) != 1)
-				ov = 65534;
-			fclose(o);
-		}
-		r = (uid_t)ov;
-		do {
-			if (out == 0 && n > 0) {
-				r = (uid_t)in;
-				break;
-			}
-		} while (fscanf(f, "%lu %lu %lu", &in, &out, &n) == 3);
+	for (int i = 0; i < n; i++)
+		if (e[i].out == 0 && e[i].count > 0)
+			return (uid_t)e[i].in;
+	o = fopen("/proc/sys/kernel/overflowuid", "re");
+	if (o) {
+		if (fscanf(o, "%lu", &ov) != 1)
+			ov = 65534;
+		fclose(o);
 	}
-	fclose(f);
-	return r;
+	return (uid_t)ov;
 }
 
 /* Whoever answers on the socket is the CM of every call that follows: it
