@@ -5,11 +5,11 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <linux/netlink.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "daemon/usd_fd.h"
+#include "lib/cma_netlink.h"
 #include "lib/usp_proto.h"
 
 int usd_chan_fd_check(int fd, uid_t uid)
@@ -45,18 +45,9 @@ int usd_chan_fd_check(int fd, uid_t uid)
 
 int usd_route_fd_check(int fd)
 {
-	int dom = 0, proto = -1;
-	socklen_t l = sizeof(dom);
-
 	if (fd < 0)
 		return EPROTO; /* a HELLO names its namespace */
-	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) < 0)
-		return EINVAL; /* not a socket */
-	l = sizeof(proto);
-	if (dom != AF_NETLINK || getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &l) < 0 ||
-	    proto != NETLINK_ROUTE)
-		return EINVAL;
-	return 0;
+	return nlr_is_route_socket(fd) ? 0 : EINVAL;
 }
 
 int usd_req_fd(int check_err, uint16_t op, int fd, uid_t uid, int *chan_err)

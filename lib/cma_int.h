@@ -671,20 +671,11 @@ void cma_resolvers_run(cmp_time now);
 int cma_resolver_input(void *tag);
 
 /* ---- cma_netns.c: network namespaces (uscmd's clients) -------------------------- */
-/* The namespace of fd, a client's AF_NETLINK / NETLINK_ROUTE socket (its
- * SO_NETNS_COOKIE): *out referenced, NULL for ours (and on a kernel
- * without the cookie). fd stays the caller's (the first client's is
- * dup'd). 0, or -1/EINVAL (not a route socket), ENOMEM. */
-int cma_netns_from_fd(int fd, struct cma_netns **out);
 /* Another reference (ns NULL: ours, nothing to count); its release. */
 struct cma_netns *cma_netns_get(struct cma_netns *ns);
 void cma_netns_put(struct cma_netns *ns);
 /* Its key in the bind table and in --status: the cookie, 0 for ours. */
 uint64_t cma_netns_key(const struct cma_netns *ns);
-/* Its rtnetlink socket, -1 for ours (the nlr_* calls then open their own
- * in this process's namespace). Used under g.lock only: one transaction
- * at a time. */
-int cma_netns_nl(const struct cma_netns *ns);
 /* g.lock held from here on. */
 /* The bind table of a namespace other than ours (cma_addr.c keeps ours). */
 uint32_t *cma_netns_bind_count(struct cma_netns *ns, enum rdma_port_space ps, uint16_t port,

@@ -380,6 +380,17 @@ int nlr_pick_roce_gid(const uint8_t (*gids)[16], const unsigned *types, const un
 
 /* ---- I/O ---- */
 
+int nlr_is_route_socket(int fd)
+{
+	int dom = 0, proto = -1;
+	socklen_t l = sizeof(dom);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) < 0 || dom != AF_NETLINK)
+		return 0;
+	l = sizeof(proto);
+	return getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &l) == 0 && proto == NETLINK_ROUTE;
+}
+
 int nlr_open(unsigned groups)
 {
 	struct sockaddr_nl sa;

@@ -103,6 +103,10 @@ int nlr_pick_roce_gid(const uint8_t (*gids)[16], const unsigned *types, const un
 /* A NETLINK_ROUTE socket (close-on-exec), subscribed to groups (RTMGRP_*
  * bits, 0: none); -1 with errno. */
 int nlr_open(unsigned groups);
+/* 1 when fd is a NETLINK_ROUTE socket (SO_DOMAIN, SO_PROTOCOL): what a
+ * client hands uscmd to name its network namespace; 0 for anything else,
+ * a non-socket included. */
+int nlr_is_route_socket(int fd);
 /* Joins (on) or leaves (!on) multicast group grp (RTNLGRP_*, a number, not
  * a bit) on fd: works on a socket made elsewhere (in another network
  * namespace) too. 0, or -1 with errno. */

@@ -51,7 +51,7 @@ struct cma_netns {
 	struct cma_netns *next;
 	uint64_t cookie;
 	unsigned refs;
-	int nl;                     /* its rtnetlink socket; -1: ours (one-shot sockets) */
+	int nl;                     /* the first client's route socket (dup): the address list */
 	/* its IPv4 / IPv6 addresses, as RTM_GETADDR listed them at addrs_at */
 	struct nlr_addr *addrs;
 	unsigned naddrs, cap;
@@ -101,20 +101,19 @@ static uint64_t own_ns_cookie(void)
 	return own_cookie;
 }
 
-int cma_netns_from_fd(int fd, struct cma_netns **out)
+/* The namespace of fd, a client's route socket (its SO_NETNS_COOKIE): *out
+ * referenced, NULL for ours (and on a kernel without the cookie). fd stays
+ * the caller's (the first client's is dup'd). 0, or -1/EINVAL (not a route
+ * socket), ENOMEM. */
+static int netns_from_fd(int fd, struct cma_netns **out)
 {
-	int dom = 0, proto = -1;
-	socklen_t l = sizeof(dom);
 	uint64_t c, mine;
 	struct cma_netns *ns;
 
 	*out = NULL;
 	/* Only a route socket: its answers are what the core will trust for
 	 * the namespace's routes and addresses. */
-	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) < 0 || dom != AF_NETLINK)
-		return cma_fail(EINVAL);
-	l = sizeof(proto);
-	if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &l) < 0 || proto != NETLINK_ROUTE)
+	if (!nlr_is_route_socket(fd))
 		return cma_fail(EINVAL);
 	mine = own_ns_cookie();
 	c = sock_cookie(fd);
@@ -188,11 +187,6 @@ void cma_netns_put(struct cma_netns *ns)
 uint64_t cma_netns_key(const struct cma_netns *ns)
 {
 	return ns ? ns->cookie : 0;
-}
-
-int cma_netns_nl(const struct cma_netns *ns)
-{
-	return ns ? ns->nl : -1;
 }
 
 uint32_t *cma_netns_bind_count(struct cma_netns *ns, enum rdma_port_space ps, uint16_t port,
@@ -431,7 +425,7 @@ int cma_caller_from_fd(struct cma_caller *c, int fd)
 	struct cma_netns *ns;
 	struct cma_resolver *res = NULL;
 
-	if (cma_netns_from_fd(fd, &ns) < 0)
+	if (netns_from_fd(fd, &ns) < 0)
 		return -1;
 	if (ns) {
 		/* the caller's own resolver over its own socket: what it does
