@@ -164,7 +164,6 @@ struct usd_client *usd_client_new(int fd)
 	cl->pid = cr.pid;
 	cl->uid = cr.uid;
 	cl->gid = cr.gid;
-	cl->priv = cr.priv;
 	cl->caller.uid = cr.uid;
 	cl->caller.priv = cr.priv;
 	cl->num = ++usd.next_client;
@@ -185,7 +184,7 @@ struct usd_client *usd_client_new(int fd)
 	usd.clients_total++;
 	if (usd.verbose)
 		fprintf(stderr, "uscmd: client %u: pid %d uid %u%s\n", cl->num, (int)cl->pid,
-			(unsigned)cl->uid, cl->priv ? " (privileged)" : "");
+			(unsigned)cl->uid, cl->caller.priv ? " (privileged)" : "");
 	return cl;
 }
 
@@ -525,7 +524,6 @@ static int chan_add(struct usd_client *cl, int fd, uint32_t *out)
 	}
 	cl->room[i].q = cl->room[i].sent = 0; /* a new socket: nothing unread */
 	usd_charge(cl, USD_CHANS, 1);
-	cl->nchans_live++;
 	shutdown(fd, SHUT_RD);
 	cl->chans[i] = fd;
 	*out = i;
@@ -708,7 +706,6 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		}
 		close(cl->chans[x.chan]);
 		cl->chans[x.chan] = -1;
-		cl->nchans_live--;
 		usd_uncharge(cl, USD_CHANS, 1);
 		break;
 	}
@@ -1075,7 +1072,7 @@ size_t usd_status(char *buf, size_t size, uid_t viewer)
 		if (o + 1 >= size)
 			continue; /* full: only counted */
 		OUT("%-6u %-8d %-6u %-6u %-6u %-9llu %-10llu %-10llu %-9llu %-7llu %-11llu %llu\n", cl->num,
-		    (int)cl->pid, (unsigned)cl->uid, cl->nids, cl->nchans_live,
+		    (int)cl->pid, (unsigned)cl->uid, cl->nids, (unsigned)cl->use[USD_CHANS],
 		    (unsigned long long)cl->requests, (unsigned long long)cl->errors,
 		    (unsigned long long)cl->events, (unsigned long long)cl->connects,
 		    (unsigned long long)cl->established, (unsigned long long)cl->backlog_rejects,

@@ -104,8 +104,9 @@ struct usd_client {
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
-	int priv;                       /* CAP_NET_BIND_SERVICE, initial user namespace */
-	struct cma_caller caller;       /* what its ids act as (lib/cma_int.h) */
+	/* what its ids act as (lib/cma_int.h): its uid, CAP_NET_BIND_SERVICE
+	 * in the initial user namespace, its network namespace */
+	struct cma_caller caller;
 	int helloed;                    /* its USP_HELLO named its namespace (caller.ns) */
 	uint32_t num;
 	struct rdma_event_channel *ec;   /* the library channel of all its ids */
@@ -122,7 +123,6 @@ struct usd_client {
 	struct usd_frame *qhead, *qtail;
 	unsigned nqueued;
 	uint64_t use[USD_NRES];         /* what it holds (usd_limits.c) */
-	unsigned nchans_live;           /* channels open (cl->chans not -1) */
 	struct usd_uid *u;              /* its uid's accounting */
 	struct usd_client *rnext, *rprev;   /* u's clients with a request waiting */
 	int ready;                      /* on that list */
