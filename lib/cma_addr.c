@@ -20,6 +20,7 @@
 #include <linux/neighbour.h>
 #include <linux/rtnetlink.h>
 
+#include "cm_proto/cmp_map.h"
 #include "lib/cma_int.h"
 #include "lib/cmc.h"
 #include "lib/cma_netlink.h"
@@ -366,30 +367,49 @@ static void set_sgid(struct cma_id *id, int gid_index)
 
 /* ---- the bind table ---------------------------------------------------------------- */
 
-/* Bound ids per (port space, port), so that picking an ephemeral port and
- * binding to a free one cost O(1), not a walk over every id (which made
- * binding 10k ids quadratic). One lazily allocated array per port space. */
-static struct {
-	enum rdma_port_space ps;
-	uint32_t *n;
-} bind_counts[4];
+/* Bound ids per (namespace, port space, port), so that picking an
+ * ephemeral port and binding to a free one cost O(1), not a walk over
+ * every id (which made binding 10k ids quadratic). Sparse: an entry per
+ * port some id holds, so the table costs what the ids bound cost (which
+ * the daemon bounds per uid), not 256 KiB per port space of every client
+ * namespace. The count rides in the value pointer; no entry: nobody. */
+static struct cmp_map bind_counts;
+static int bind_counts_ready;
 
-static uint32_t *bind_count(struct cma_netns *ns, enum rdma_port_space ps, uint16_t port,
-			    int create)
+static struct cmp_map_key bind_key(const struct cma_netns *ns, enum rdma_port_space ps,
+				   uint16_t port)
 {
-	if (ns) /* another namespace's port space (cma_netns.c) */
-		return cma_netns_bind_count(ns, ps, port, create);
-	for (size_t i = 0; i < sizeof(bind_counts) / sizeof(bind_counts[0]); i++) {
-		if (bind_counts[i].n && bind_counts[i].ps == ps)
-			return &bind_counts[i].n[port];
-		if (!bind_counts[i].n) {
-			if (!create || !(bind_counts[i].n = calloc(65536, sizeof(uint32_t))))
-				return NULL;
-			bind_counts[i].ps = ps;
-			return &bind_counts[i].n[port];
-		}
+	return (struct cmp_map_key){ cma_netns_key(ns), (uint64_t)ps << 16 | port };
+}
+
+static uint32_t bind_count(const struct cma_netns *ns, enum rdma_port_space ps, uint16_t port)
+{
+	if (!bind_counts_ready)
+		return 0;
+	return (uint32_t)(uintptr_t)cmp_map_get(&bind_counts, bind_key(ns, ps, port));
+}
+
+/* Room for one more bound port, so that the bind's count cannot fail
+ * once the bind has decided: 0, or ENOMEM. */
+static int bind_reserve(void)
+{
+	if (!bind_counts_ready) {
+		cmp_map_init(&bind_counts, cmp_mem_default(), cma_random(), cma_random());
+		bind_counts_ready = 1;
 	}
-	return NULL;
+	return cmp_map_reserve(&bind_counts, bind_counts.len + 1) ? ENOMEM : 0;
+}
+
+static void bind_count_add(const struct cma_netns *ns, enum rdma_port_space ps, uint16_t port,
+			   int d)
+{
+	struct cmp_map_key k = bind_key(ns, ps, port);
+	uint32_t n = (uint32_t)(uintptr_t)cmp_map_get(&bind_counts, k) + (uint32_t)d;
+
+	if (n)
+		cmp_map_put(&bind_counts, k, (void *)(uintptr_t)n); /* reserved: cannot fail */
+	else
+		cmp_map_del(&bind_counts, k, NULL);
 }
 
 /* kernel cma_check_port semantics, in port space id->bind_ps; dev is the
@@ -398,9 +418,7 @@ static int port_conflict(const struct cma_id *id, const struct cma_port *dev, ui
 			 int reuse)
 {
 	const struct sockaddr *a = &id->id.route.addr.src_addr;
-	const uint32_t *cnt = bind_count(id->caller.ns, id->bind_ps, port, 0);
-
-	if (cnt && !*cnt)
+	if (!bind_count(id->caller.ns, id->bind_ps, port))
 		return 0; /* nobody holds it */
 	for (const struct cma_id *o = g.ids; o; o = o->next) {
 		const struct sockaddr *b = &o->id.route.addr.src_addr;
@@ -431,14 +449,7 @@ static int port_conflict(const struct cma_id *id, const struct cma_port *dev, ui
 
 static int port_used(struct cma_netns *ns, enum rdma_port_space ps, uint16_t port)
 {
-	const uint32_t *cnt = bind_count(ns, ps, port, 0);
-
-	if (cnt)
-		return *cnt > 0;
-	for (const struct cma_id *o = g.ids; o; o = o->next)
-		if (o->bound && o->bind_ps == ps && o->bind_port == port && o->caller.ns == ns)
-			return 1;
-	return 0;
+	return bind_count(ns, ps, port) > 0;
 }
 
 int cma_check_port_listen(struct cma_id *id)
@@ -450,10 +461,8 @@ int cma_check_port_listen(struct cma_id *id)
 
 void cma_bind_release(struct cma_id *id)
 {
-	uint32_t *cnt;
-
-	if (id->bound && (cnt = bind_count(id->caller.ns, id->bind_ps, id->bind_port, 0)) && *cnt)
-		(*cnt)--;
+	if (id->bound && bind_count(id->caller.ns, id->bind_ps, id->bind_port))
+		bind_count_add(id->caller.ns, id->bind_ps, id->bind_port, -1);
 	id->bound = 0;
 }
 
@@ -532,6 +541,8 @@ int cma_bind_locked(struct cma_id *id, const struct sockaddr *asked)
 		else if (!p)
 			return cma_fail(EADDRNOTAVAIL);
 	}
+	if ((e = bind_reserve()))
+		return cma_fail(e);
 	id->loop_any = wild;
 	id->bind_ps = ps;
 	memset(&id->id.route.addr.src_storage, 0, sizeof(id->id.route.addr.src_storage));
@@ -561,11 +572,7 @@ int cma_bind_locked(struct cma_id *id, const struct sockaddr *asked)
 	}
 	id->bound = 1;
 	id->bind_port = port;
-	{
-		uint32_t *cnt = bind_count(id->caller.ns, ps, port, 1);
-		if (cnt)
-			(*cnt)++;
-	}
+	bind_count_add(id->caller.ns, ps, port, 1);
 	id->state = ST_BOUND;
 	return 0;
 }

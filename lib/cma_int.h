@@ -677,9 +677,6 @@ void cma_netns_put(struct cma_netns *ns);
 /* Its key in the bind table and in --status: the cookie, 0 for ours. */
 uint64_t cma_netns_key(const struct cma_netns *ns);
 /* g.lock held from here on. */
-/* The bind table of a namespace other than ours (cma_addr.c keeps ours). */
-uint32_t *cma_netns_bind_count(struct cma_netns *ns, enum rdma_port_space ps, uint16_t port,
-			       int create);
 /* Does the namespace hold IP address a (rdma_bind_addr)? Ours, and AF_IB:
  * 1 (the GID tables decide, as before). */
 int cma_netns_addr_local(struct cma_netns *ns, const struct sockaddr *a);

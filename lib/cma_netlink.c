@@ -433,6 +433,7 @@ int nlr_transact(const struct nlr_sock *s, void *req, size_t len, int timeout_ms
 	struct nlmsghdr *rq = req;
 	struct sockaddr_nl to = { .nl_family = AF_NETLINK };
 	long long deadline = now_ms() + timeout_ms;
+	int cb_done = 0, stop = 0;
 	union {
 		char b[16384];
 		struct nlmsghdr h;
@@ -474,14 +475,23 @@ int nlr_transact(const struct nlr_sock *s, void *req, size_t len, int timeout_ms
 				continue;
 			}
 			if (h->nlmsg_type == NLMSG_DONE)
-				return 0;
+				return stop;
 			if (h->nlmsg_type == NLMSG_ERROR)
-				return nlr_parse_error(h, (size_t)n);
+				return stop ? stop : nlr_parse_error(h, (size_t)n);
+			if (cb_done)
+				continue;
 			e = cb(h, (size_t)n, arg);
-			if (e)
+			if (e && !(rq->nlmsg_flags & NLM_F_DUMP))
 				return e < 0 ? e : 0;
 			if (!(rq->nlmsg_flags & NLM_F_DUMP))
 				return 0;
+			if (e) {
+				/* The callback is done, the dump is not: read it to
+				 * its end, or the socket stays busy with it (the
+				 * kernel answers the next dump with EBUSY). */
+				cb_done = 1;
+				stop = e < 0 ? e : 0;
+			}
 		}
 	}
 }

@@ -46,6 +46,13 @@
  * dump, not one each). */
 #define ADDRS_MAX_AGE_NS (1000ull * 1000 * 1000)
 #define ADDRS_MISS_GAP_NS (50ull * 1000 * 1000)
+/* The most addresses uscmd keeps of one client namespace: a user makes
+ * namespaces and addresses in them at will, and each of its clients may
+ * be in a namespace of its own; 256 x 32 bytes bounds the cache at the
+ * clients a uid may have. A namespace with more has no cache: its binds
+ * to an address fail (EADDRNOTAVAIL) and requests to it are not its
+ * (docs/operators.md). */
+#define ADDRS_MAX 256
 
 struct cma_netns {
 	struct cma_netns *next;
@@ -56,12 +63,8 @@ struct cma_netns {
 	struct nlr_addr *addrs;
 	unsigned naddrs, cap;
 	int addrs_valid;
+	int addrs_over;             /* the last read stopped at ADDRS_MAX */
 	cmp_time addrs_at;
-	/* bound ids per (port space, port), as cma_addr.c's table for ours */
-	struct {
-		enum rdma_port_space ps;
-		uint32_t *n;
-	} binds[4];
 	uint64_t reqs;              /* connection requests matched to it */
 };
 
@@ -178,8 +181,6 @@ void cma_netns_put(struct cma_netns *ns)
 	reg_n--;
 	pthread_mutex_unlock(&reg_lock);
 	close(ns->nl);
-	for (size_t i = 0; i < sizeof(ns->binds) / sizeof(ns->binds[0]); i++)
-		free(ns->binds[i].n);
 	free(ns->addrs);
 	free(ns);
 }
@@ -189,28 +190,14 @@ uint64_t cma_netns_key(const struct cma_netns *ns)
 	return ns ? ns->cookie : 0;
 }
 
-uint32_t *cma_netns_bind_count(struct cma_netns *ns, enum rdma_port_space ps, uint16_t port,
-			       int create)
-{
-	for (size_t i = 0; i < sizeof(ns->binds) / sizeof(ns->binds[0]); i++) {
-		if (ns->binds[i].n && ns->binds[i].ps == ps)
-			return &ns->binds[i].n[port];
-		if (!ns->binds[i].n) {
-			if (!create || !(ns->binds[i].n = calloc(65536, sizeof(uint32_t))))
-				return NULL;
-			ns->binds[i].ps = ps;
-			return &ns->binds[i].n[port];
-		}
-	}
-	return NULL;
-}
-
 /* ---- the address cache ---------------------------------------------------------- */
 
 static int addr_collect(const struct nlr_addr *a, void *arg)
 {
 	struct cma_netns *ns = arg;
 
+	if (ns != &own && ns->naddrs == ADDRS_MAX)
+		return -E2BIG;
 	if (ns->naddrs == ns->cap) {
 		unsigned nc = ns->cap ? ns->cap * 2 : 16;
 		struct nlr_addr *na = realloc(ns->addrs, nc * sizeof(*na));
@@ -239,6 +226,9 @@ static int addrs_read(struct cma_netns *ns, cmp_time now)
 		e = nlr_get_addrs(&s, addr_collect, ns);
 	}
 	ns->addrs_valid = e == 0;
+	ns->addrs_over = e == -E2BIG;
+	if (e)
+		ns->naddrs = 0; /* a part is no list: every lookup misses */
 	return e;
 }
 
@@ -311,6 +301,8 @@ static const struct nlr_addr *lookup(struct cma_netns *ns, int family, const uin
 		addrs_read(ns, now);
 	if ((a = addrs_find(ns, family, ip, ifindex, host_ok)))
 		return a;
+	if (ns->addrs_over)
+		return NULL; /* too many to keep: read again only when old */
 	if (now - ns->addrs_at >= miss_gap && addrs_read(ns, now) == 0)
 		return addrs_find(ns, family, ip, ifindex, host_ok);
 	return NULL;
@@ -406,6 +398,10 @@ size_t cma_netns_status(char *buf, size_t size)
 		}
 		if (!ns)
 			OUT("%-20s %-6u %-6u %-6u %-9s -\n", "0 (uscmd's)", ids, bound, listen, "-");
+		else if (ns->addrs_over)
+			OUT("%-20llu %-6u %-6u %-6u %-9llu >%u (none kept)\n",
+			    (unsigned long long)ns->cookie, ids, bound, listen,
+			    (unsigned long long)ns->reqs, ADDRS_MAX);
 		else
 			OUT("%-20llu %-6u %-6u %-6u %-9llu %u\n", (unsigned long long)ns->cookie, ids,
 			    bound, listen, (unsigned long long)ns->reqs, ns->addrs_valid ? ns->naddrs : 0);

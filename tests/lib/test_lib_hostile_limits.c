@@ -17,6 +17,8 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <linux/netlink.h>
 #include <sys/un.h>
@@ -421,6 +423,187 @@ Test(limits, ids_per_uid_and_the_host_budget_keep_a_reserve_for_root)
 	for (int u = 0; u < 3; u++)
 		for (int i = 0; i < PROCS; i++)
 			reap(pids[u][i]);
+	daemon_clean();
+}
+
+/* ---- (c) namespaces ------------------------------------------------------------------------- */
+
+/* A client in a user and network namespace of its own (which any user may
+ * make): an id bound to a wildcard address on an ephemeral port in each
+ * of the four port spaces. Writes {ids bound, errno of the first failure}. */
+static void netns_hog(int arg, int wr)
+{
+	static const struct {
+		enum rdma_port_space ps;
+		enum ibv_qp_type qpt;
+	} sp[] = { { RDMA_PS_TCP, IBV_QPT_RC },
+		   { RDMA_PS_UDP, IBV_QPT_UD },
+		   { RDMA_PS_IPOIB, IBV_QPT_UD },
+		   { RDMA_PS_IB, IBV_QPT_RC } };
+	int r[2] = { 0 }, fd = -1, mine;
+	uint32_t ch = 0;
+
+	(void)arg;
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0)
+		r[1] = errno;
+	else if ((fd = raw_connect(1)) < 0 || hello(fd) != 0 || new_chan(fd, &ch, &mine) != 0)
+		r[1] = ECONNREFUSED;
+	for (size_t i = 0; !r[1] && i < sizeof(sp) / sizeof(sp[0]); i++) {
+		struct usp_create_id b = { .chan = ch, .ps = sp[i].ps, .qp_type = sp[i].qpt };
+		struct usp_handle h = { 0 };
+		struct usp_addr bind;
+
+		memset(&bind, 0, sizeof(bind));
+		*(struct sockaddr_in *)&bind.addr = lt_sin("0.0.0.0", 0);
+		if (!(r[1] = req(fd, USP_CREATE_ID, 0, &b, sizeof(b), -1, &h, sizeof(h))) &&
+		    !(r[1] = req(fd, USP_BIND, h.handle, &bind, sizeof(bind), -1, NULL, 0)))
+			r[0]++;
+	}
+	LT_CK(write(wr, r, sizeof(r)) == sizeof(r));
+	pause();
+}
+
+static long vm_data_kb(pid_t pid)
+{
+	char p[64];
+
+	snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
+	return kb_of(p, "VmData:");
+}
+
+/* Port spaces are per namespace, and a user makes namespaces at will (one
+ * per client): what a namespace's bound ports cost the daemon is what its
+ * ids cost, not a table per port space per namespace (256 KiB each: 64
+ * such clients made uscmd hold 64 MiB more). */
+Test(limits, a_client_namespace_costs_what_its_ids_cost)
+{
+	enum { CLIENTS = 64 };
+	pid_t pids[CLIENTS], upid;
+	long data0, data1, rss0, rss1;
+	int bound = 0;
+
+	start("USCM_MAX_CLIENTS_PER_UID=1024");
+	if (lt_sh(NULL, "setpriv --reuid=65534 --regid=65534 --clear-groups unshare -Urn true") != 0)
+		cr_skip_test("user namespaces are not open to unprivileged users here");
+	upid = uscmd_pid();
+	data0 = vm_data_kb(upid);
+	rss0 = rss_kb(upid);
+	for (int i = 0; i < CLIENTS; i++) {
+		int rd, r[2];
+
+		pids[i] = spawn_as(NOBODY, netns_hog, 0, &rd);
+		child_result(rd, r, sizeof(r), 20000);
+		close(rd);
+		cr_expect_eq(r[1], 0, "client %d in its namespace: %s", i, strerror(r[1]));
+		bound += r[0];
+	}
+	data1 = vm_data_kb(upid);
+	rss1 = rss_kb(upid);
+	fprintf(stderr,
+		"namespaces: %d clients each in its own netns, %d ids bound: uscmd VmData %ld -> %ld kB,"
+		" RSS %ld -> %ld kB\n",
+		CLIENTS, bound, data0, data1, rss0, rss1);
+	cr_expect_eq(bound, 4 * CLIENTS, "%d of %d binds", bound, 4 * CLIENTS);
+	/* 256 ids and 64 namespaces: well under 8 MiB (before: 64 MiB of
+	 * bind tables alone) */
+	cr_expect_lt(data1 - data0, RSS_SLACK_KB + 8 * 1024, "uscmd's data grew by %ld kB",
+		     data1 - data0);
+	cr_expect_lt(rss1 - rss0, RSS_SLACK_KB + 8 * 1024, "uscmd grew by %ld kB", rss1 - rss0);
+	cr_expect_eq(victim_works(), NULL, "root's victim client failed");
+	lt_rping_pair(1, 1);
+	for (int i = 0; i < CLIENTS; i++)
+		reap(pids[i]);
+	daemon_clean();
+}
+
+/* A client in a namespace of its own with lo up and n addresses
+ * 10.77.x.y/32 on it: binds 127.0.0.1 (an address of the namespace:
+ * checked against uscmd's cache of its addresses). Writes {0, errno of
+ * the bind}, then the daemon's --status as it sees it. */
+static void netns_addrs_client(int n, int wr)
+{
+	int r[2] = { 0 }, fd = -1, mine, err = 0;
+	uint32_t ch = 0, id;
+	char cmd[256];
+	struct usp_addr bind;
+
+	/* dumpable again after setresuid, or /proc/self is root's */
+	LT_CK(prctl(PR_SET_DUMPABLE, 1) == 0);
+	LT_CK(unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0);
+	/* root in it (as unshare -Ur), so that ip keeps the capabilities */
+	{
+		static const char *const f[3] = { "/proc/self/setgroups", "/proc/self/uid_map",
+						  "/proc/self/gid_map" };
+		char map[32];
+
+		snprintf(map, sizeof(map), "0 %d 1", NOBODY);
+		for (int i = 0; i < 3; i++) {
+			const char *v = i ? map : "deny";
+			int m = open(f[i], O_WRONLY | O_CLOEXEC);
+
+			LT_CK(m >= 0 && write(m, v, strlen(v)) == (ssize_t)strlen(v));
+			close(m);
+		}
+	}
+	/* one ip process for all of them: a batch on stdin */
+	snprintf(cmd, sizeof(cmd),
+		 "{ echo 'link set lo up'; i=0; while [ $i -lt %d ]; do"
+		 " echo \"addr add 10.77.$((i / 250)).$((i %% 250 + 1))/32 dev lo\"; i=$((i + 1)); done; }"
+		 " | ip -batch - >/dev/null",
+		 n);
+	LT_CK(system(cmd) == 0);
+	LT_CK((fd = raw_connect(1)) >= 0 && hello(fd) == 0 && new_chan(fd, &ch, &mine) == 0);
+	id = new_id(fd, ch, &err);
+	LT_CK(err == 0);
+	memset(&bind, 0, sizeof(bind));
+	*(struct sockaddr_in *)&bind.addr = lt_sin("127.0.0.1", 0);
+	r[1] = req(fd, USP_BIND, id, &bind, sizeof(bind), -1, NULL, 0);
+	LT_CK(write(wr, r, sizeof(r)) == sizeof(r));
+	{
+		char *st = status_on(fd, &err);
+		size_t len = st ? strlen(st) : 0;
+
+		LT_CK(write(wr, &len, sizeof(len)) == sizeof(len));
+		LT_CK(!len || write(wr, st, len) == (ssize_t)len);
+	}
+	pause();
+}
+
+/* What uscmd keeps of a client namespace's addresses is bounded (256, the
+ * cache the binds are checked against): a namespace with 202 (200, lo's
+ * 127.0.0.1 and ::1) binds one of them; one with 302 gets EADDRNOTAVAIL,
+ * and --status says why. */
+Test(limits, a_client_namespaces_address_cache_is_bounded)
+{
+	static const struct {
+		int n, err;
+		const char *status;
+	} cases[] = { { 200, 0, " 202\n" }, { 300, EADDRNOTAVAIL, " >256 (none kept)\n" } };
+
+	start("");
+	if (lt_sh(NULL, "setpriv --reuid=65534 --regid=65534 --clear-groups unshare -Urn true") != 0)
+		cr_skip_test("user namespaces are not open to unprivileged users here");
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		int rd, r[2];
+		size_t len = 0;
+		char *st;
+		pid_t pid = spawn_as(NOBODY, netns_addrs_client, cases[c].n, &rd);
+
+		child_result(rd, r, sizeof(r), 20000);
+		child_result(rd, &len, sizeof(len), 5000);
+		cr_assert_lt(len, (size_t)USP_MAX_REPLY);
+		st = calloc(1, len + 1);
+		if (len)
+			child_result(rd, st, len, 5000);
+		close(rd);
+		cr_expect_eq(r[1], cases[c].err, "%d addresses: the bind gave %s, not %s", cases[c].n,
+			     strerror(r[1]), strerror(cases[c].err));
+		cr_expect(strstr(st, cases[c].status), "%d addresses: no '%s' in\n%s", cases[c].n,
+			  cases[c].status, st);
+		free(st);
+		reap(pid);
+	}
+	cr_expect_eq(victim_works(), NULL, "root's victim client failed");
 	daemon_clean();
 }
 

@@ -7,13 +7,19 @@
  * as the kernel lays out RTM_NEWNEIGH / RTM_NEWLINK (linux/neighbour.h,
  * linux/if_link.h), not recorded from hardware (docs/api/addressing.md).
  */
+#define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <linux/neighbour.h>
 #include <linux/rtnetlink.h>
 #include <net/if_arp.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "lib/cma_netlink.h"
 #include "nl_recorded.h"
@@ -424,4 +430,48 @@ Test(netlink, addrs_dump_has_loopback)
 		cr_skip_test("no rtnetlink socket here");
 	cr_assert_eq(e, 0, "%s", strerror(-e));
 	cr_expect(lo, "127.0.0.1 in the dump");
+}
+
+/* Stops the dump at the first address. */
+static int stop_at_first(const struct nlr_addr *a, void *arg)
+{
+	(void)a;
+	++*(int *)arg;
+	return -E2BIG;
+}
+
+/* A callback that stops a dump early leaves the socket usable: the rest of
+ * the dump is read away (else the kernel answers the socket's next dump
+ * with EBUSY). A dump longer than one read: 600 addresses on lo, in a
+ * network namespace of the test's own. */
+Test(netlink, a_dump_stopped_early_leaves_the_socket_usable)
+{
+	pid_t pid;
+	int st = 0;
+
+	if (geteuid() != 0)
+		cr_skip_test("a network namespace of the test's own needs root (CI runs as root)");
+	fflush(NULL);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct nlr_sock s = { .fd = -1, .timeout_ms = 2000 };
+		int seen = 0, lo = 0;
+
+		if (unshare(CLONE_NEWNET) != 0 ||
+		    system("{ echo 'link set lo up'; i=0; while [ $i -lt 600 ]; do"
+			   " echo \"addr add 10.78.$((i / 250)).$((i % 250 + 1))/32 dev lo\";"
+			   " i=$((i + 1)); done; } | ip -batch - >/dev/null") != 0)
+			_exit(10);
+		if ((s.fd = nlr_open(0)) < 0)
+			_exit(11);
+		if (nlr_get_addrs(&s, stop_at_first, &seen) != -E2BIG || seen != 1)
+			_exit(12);
+		if (nlr_get_addrs(&s, see_lo, &lo) != 0 || !lo)
+			_exit(13);
+		_exit(0);
+	}
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		  "the child: status %#x (10: setup, 11: socket, 12: the stopped dump, 13: the next dump)", st);
 }
