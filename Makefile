@@ -4,7 +4,7 @@ MAKEFLAGS += --no-print-directory
 JOBS  ?= $(shell nproc)
 CMAKE ?= cmake
 
-.PHONY: all deps build test test-plain test-asan test-fuzz demo install clean
+.PHONY: all deps build check test test-plain test-asan test-fuzz demo install clean
 
 all: build
 
@@ -14,6 +14,11 @@ deps:
 build: deps
 	@$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@$(CMAKE) --build build -j$(JOBS)
+
+# The quick check for whoever changes the code (about a minute): the unit
+# tests, the layering, one API suite in process and through uscmd.
+check: build
+	cd build && ctest --output-on-failure -j$(JOBS) -L check
 
 # The whole suite: plain build, then ASan+UBSan build, then a libFuzzer smoke.
 test: test-plain test-asan test-fuzz

@@ -5,10 +5,12 @@
 #       build/tests/NAME from SOURCE with tests/cr_main.c as its main(): a
 #       binary in which tests were skipped (and none failed) exits 77.
 #       USCM_TEST_BIN_DIR is this build's bin/ (libtest.h, simtest.h).
-#   uscm_add_test(TEST EXE [TIMEOUT s] [ENVIRONMENT VAR=value...] [ARGS arg...])
+#   uscm_add_test(TEST EXE [TIMEOUT s] [ENVIRONMENT VAR=value...] [ARGS arg...]
+#                 [LABELS label...])
 #       registers `EXE --jobs 1 ARGS` as TEST with USCM_SOURCE_DIR, USCM_BIN_DIR,
 #       the given environment and SKIP_RETURN_CODE 77: CTest shows such a
-#       binary as "Not Run (Skipped)", never as "Passed".
+#       binary as "Not Run (Skipped)", never as "Passed". Label `check`: the
+#       quick set `make check` runs (docs/testing.md).
 
 set(USCM_TEST_SKIP_CODE 77)
 
@@ -22,7 +24,7 @@ function(uscm_test_executable name src)
 endfunction()
 
 function(uscm_add_test test exe)
-  cmake_parse_arguments(T "" "TIMEOUT" "ENVIRONMENT;ARGS" ${ARGN})
+  cmake_parse_arguments(T "" "TIMEOUT" "ENVIRONMENT;ARGS;LABELS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
@@ -34,4 +36,7 @@ function(uscm_add_test test exe)
     ENVIRONMENT "${env}"
     SKIP_RETURN_CODE ${USCM_TEST_SKIP_CODE}
     TIMEOUT ${T_TIMEOUT})
+  if(T_LABELS)
+    set_tests_properties(${test} PROPERTIES LABELS "${T_LABELS}")
+  endif()
 endfunction()
