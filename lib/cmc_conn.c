@@ -27,6 +27,7 @@ struct cmc_global cmc = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.cond = PTHREAD_COND_INITIALIZER,
 	.call_lock = PTHREAD_MUTEX_INITIALIZER,
+	.qp_lock = PTHREAD_MUTEX_INITIALIZER,
 	.fd = -1,
 };
 

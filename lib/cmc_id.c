@@ -412,13 +412,24 @@ static void ev_pdata(struct cmc_event *e, const uint8_t *p, uint32_t len, int ud
 
 /* REP in, the QP is ours: RTR, RTS, then the RTU (USP_ESTABLISH), as
  * librdmacm does on the kernel's CONNECT_RESPONSE. */
+/* The CONNECT_RESPONSE of an id with a QP: 0, -errno (a CONNECT_ERROR),
+ * or 1: no QP (rdma_destroy_qp came first; the event stays as it is). */
 static int conn_response(struct cmc_id *id, const struct usp_qp_attrs *qa)
 {
+	int e = 0, noqp = 0;
+
 	/* INIT again first: the access flags follow the connection's
 	 * responder resources, known only now. The event carries the three
 	 * states' attributes: no round trip to the daemon before the RTU. */
-	if (cmc_modify_with(id, qa) < 0) {
-		int e = errno;
+	pthread_mutex_lock(&cmc.qp_lock);
+	if (!id->id.qp)
+		noqp = 1;
+	else if (cmc_modify_with(id, qa) < 0)
+		e = errno ? errno : EINVAL;
+	pthread_mutex_unlock(&cmc.qp_lock);
+	if (noqp)
+		return 1;
+	if (e) {
 		struct usp_reject r;
 
 		memset(&r, 0, sizeof(r));
@@ -437,9 +448,11 @@ static void mc_attach(struct cmc_id *id, struct cmc_mc *m, const struct ibv_ah_a
 {
 	m->mgid = ah->grh.dgid;
 	m->mlid = ah->dlid;
+	pthread_mutex_lock(&cmc.qp_lock);
 	if (id->id.qp && !(m->flags & RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER) && !m->attached &&
 	    ibv_attach_mcast(id->id.qp, &m->mgid, m->mlid) == 0)
 		m->attached = 1;
+	pthread_mutex_unlock(&cmc.qp_lock);
 }
 
 /* A frame from the daemon becomes the user's event, or nothing (NULL: an
@@ -516,14 +529,15 @@ static struct cmc_event *ev_from_frame(struct cmc_chan *c, const struct usp_even
 	}
 	ev_pdata(e, f->pdata, f->pdata_len, ud);
 	switch (e->ev.event) {
-	case RDMA_CM_EVENT_CONNECT_RESPONSE:
-		if (id->id.qp) {
-			int rc = conn_response(id, &f->qp);
+	case RDMA_CM_EVENT_CONNECT_RESPONSE: {
+		int rc = conn_response(id, &f->qp);
 
+		if (rc != 1) {
 			e->ev.event = rc ? RDMA_CM_EVENT_CONNECT_ERROR : RDMA_CM_EVENT_ESTABLISHED;
 			e->ev.status = rc;
 		}
 		break;
+	}
 	case RDMA_CM_EVENT_REJECTED:
 	case RDMA_CM_EVENT_UNREACHABLE:
 	case RDMA_CM_EVENT_CONNECT_ERROR:

@@ -11,7 +11,14 @@
  * Locking: cmc.lock guards the id table, channels' local state and ids'
  * counters; cmc.call_lock serialises requests on the command socket (one in
  * flight per process, as a write to the rdma_cm fd). Never both the other
- * way round: call_lock may be taken with lock free only.
+ * way round: call_lock may be taken with lock free only. cmc.qp_lock holds
+ * an id's QP pointer still while the thread reading events moves that QP
+ * (CONNECT_RESPONSE, REJECTED, DISCONNECTED, a multicast attach) against
+ * rdma_destroy_qp in another thread (Debian's cmtime destroys each QP
+ * right after rdma_disconnect, while its event thread reads the
+ * DISCONNECTED); taken with neither of the others held (call_lock may be
+ * taken under it: a CONNECT_RESPONSE without the QP attributes asks for
+ * them).
  */
 #ifndef USCM_LIB_CMC_INT_H
 #define USCM_LIB_CMC_INT_H
@@ -79,6 +86,7 @@ struct cmc_global {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;            /* acks */
 	pthread_mutex_t call_lock;
+	pthread_mutex_t qp_lock;
 	int fd;                         /* command socket, -1 when none */
 	pid_t pid;                      /* whose connection it is (fork) */
 	unsigned gen;                   /* bumped at every new connection */

@@ -57,7 +57,9 @@ int cmc_modify_with(struct cmc_id *id, const struct usp_qp_attrs *qa)
 
 void cmc_qp_to_err(struct cmc_id *id)
 {
+	pthread_mutex_lock(&cmc.qp_lock);
 	cma_qp_to_error(id->id.qp);
+	pthread_mutex_unlock(&cmc.qp_lock);
 }
 
 /* The devices are g.devs (cmc_verbs_of opened them); they never change
@@ -137,17 +139,23 @@ void cmc_destroy_qp(struct rdma_cm_id *cm_id)
 {
 	struct cmc_id *id = cmc_id_of(cm_id);
 
+	struct ibv_qp *qp;
+
 	if (!id)
 		return;
-	if (id->id.qp) {
+	/* the event thread's QP moves are over, or will see no QP */
+	pthread_mutex_lock(&cmc.qp_lock);
+	qp = id->id.qp;
+	id->id.qp = NULL;
+	if (qp)
 		for (struct cmc_mc *m = id->mcs; m; m = m->next)
 			if (m->attached) {
-				ibv_detach_mcast(id->id.qp, &m->mgid, m->mlid);
+				ibv_detach_mcast(qp, &m->mgid, m->mlid);
 				m->attached = 0;
 			}
-		ibv_destroy_qp(id->id.qp);
-		id->id.qp = NULL;
-	}
+	pthread_mutex_unlock(&cmc.qp_lock);
+	if (qp)
+		ibv_destroy_qp(qp);
 	cma_qp_destroy_owned_cqs(&id->id, &id->own);
 }
 
