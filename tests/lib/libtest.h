@@ -50,6 +50,31 @@ static inline uint64_t lt_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* The number after key ("VmRSS:", "MemAvailable:") in a /proc file of
+ * "key value kB" lines, or -1. */
+static inline long lt_proc_kb(const char *file, const char *key)
+{
+	char line[256];
+	long v = -1;
+	FILE *f = fopen(file, "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, strlen(key)))
+			v = strtol(line + strlen(key), NULL, 10);
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/* A process's VmRSS / VmData / ... (kB), -1 if it is gone. */
+static inline long lt_status_kb(pid_t pid, const char *key)
+{
+	char p[64];
+
+	snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
+	return lt_proc_kb(p, key);
+}
+
 /* Runs a shell command; its exit status (or -1). Output in *out (malloc'd). */
 #define lt_sh tf_sh /* tests/test_fixtures.h */
 

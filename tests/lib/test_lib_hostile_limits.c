@@ -150,31 +150,14 @@ static pid_t uscmd_pid(void)
 	return pid;
 }
 
-static long kb_of(const char *file, const char *key)
-{
-	char line[256];
-	long v = -1;
-	FILE *f = fopen(file, "r");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, strlen(key)))
-			v = strtol(line + strlen(key), NULL, 10);
-	if (f)
-		fclose(f);
-	return v;
-}
-
 static long rss_kb(pid_t pid)
 {
-	char p[64];
-
-	snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
-	return kb_of(p, "VmRSS:");
+	return lt_status_kb(pid, "VmRSS:");
 }
 
 static long mem_available_kb(void)
 {
-	return kb_of("/proc/meminfo", "MemAvailable:");
+	return lt_proc_kb("/proc/meminfo", "MemAvailable:");
 }
 
 /* Fork a child that becomes uid (and gid) and runs fn(arg, result pipe);
@@ -463,14 +446,6 @@ static void netns_hog(int arg, int wr)
 	pause();
 }
 
-static long vm_data_kb(pid_t pid)
-{
-	char p[64];
-
-	snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
-	return kb_of(p, "VmData:");
-}
-
 /* Port spaces are per namespace, and a user makes namespaces at will (one
  * per client): what a namespace's bound ports cost the daemon is what its
  * ids cost, not a table per port space per namespace (256 KiB each: 64
@@ -486,7 +461,7 @@ Test(limits, a_client_namespace_costs_what_its_ids_cost)
 	if (lt_sh(NULL, "setpriv --reuid=65534 --regid=65534 --clear-groups unshare -Urn true") != 0)
 		cr_skip_test("user namespaces are not open to unprivileged users here");
 	upid = uscmd_pid();
-	data0 = vm_data_kb(upid);
+	data0 = lt_status_kb(upid, "VmData:");
 	rss0 = rss_kb(upid);
 	for (int i = 0; i < CLIENTS; i++) {
 		int rd, r[2];
@@ -497,7 +472,7 @@ Test(limits, a_client_namespace_costs_what_its_ids_cost)
 		cr_expect_eq(r[1], 0, "client %d in its namespace: %s", i, strerror(r[1]));
 		bound += r[0];
 	}
-	data1 = vm_data_kb(upid);
+	data1 = lt_status_kb(upid, "VmData:");
 	rss1 = rss_kb(upid);
 	fprintf(stderr,
 		"namespaces: %d clients each in its own netns, %d ids bound: uscmd VmData %ld -> %ld kB,"

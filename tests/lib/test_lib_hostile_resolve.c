@@ -27,15 +27,7 @@
 #include <sys/un.h>
 
 #include "libtest.h"
-
-static char nsa[32], nsb[32];
-
-static void net_down(void)
-{
-	if (nsa[0])
-		lt_sh(NULL, "ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null; true", nsa, nsb);
-	nsa[0] = 0;
-}
+#include "netnstest.h"
 
 static void stop_server(void);
 
@@ -43,7 +35,7 @@ static void teardown(void)
 {
 	stop_server();
 	lt_fabric_stop();
-	net_down();
+	nt_down();
 }
 
 TestSuite(hresolve, .fini = teardown, .timeout = 240);
@@ -52,30 +44,7 @@ TestSuite(hresolve, .fini = teardown, .timeout = 240);
  * namespace when daemon); this process enters A as node 1. */
 static void net_up(int daemon)
 {
-	char *out = NULL, path[64];
-	int pid = (int)getpid(), fd, rc;
-
-	if (lt_sh(NULL, "command -v ip >/dev/null") != 0)
-		tf_skip_missing("ip (Debian iproute2) is not installed");
-	snprintf(nsa, sizeof(nsa), "hA%d", pid);
-	snprintf(nsb, sizeof(nsb), "hB%d", pid);
-	if (lt_sh(&out, "ip netns add %s 2>&1", nsa) != 0) {
-		nsa[0] = 0;
-		cr_skip_test("cannot create a network namespace here (needs root): %s", out);
-	}
-	free(out);
-	out = NULL;
-	rc = lt_sh(&out,
-		   "set -e; A=%s; B=%s; ip netns add $B;"
-		   "ip link add ${A}a0 netns $A type veth peer name ${B}b0 netns $B;"
-		   "ip -n $A addr add 127.10.0.1/24 dev ${A}a0; ip -n $B addr add 127.10.0.2/24 dev ${B}b0;"
-		   "for n in $A $B; do ip netns exec $n sysctl -qw net.ipv4.conf.all.route_localnet=1;"
-		   "  for l in $(ip -n $n -o link show | awk -F': ' '{print $2}' | cut -d@ -f1); do"
-		   "    ip netns exec $n sysctl -qw net.ipv4.conf.$l.route_localnet=1; ip -n $n link set $l up; done; done 2>&1",
-		   nsa, nsb);
-	cr_assert_eq(rc, 0, "namespace setup: %s", out);
-	free(out);
-	out = NULL;
+	nt_up("h", NT_FIRST);
 	if (daemon) {
 		/* what a client and a uid may have waiting in uscmd (1024 and
 		 * 4096 by default): as set by the test, else above the
@@ -85,26 +54,11 @@ static void net_up(int daemon)
 		setenv("USCM_MAX_RESOLVES_PER_UID",
 		       getenv("T_RESOLVES_UID") ? getenv("T_RESOLVES_UID") : "20000", 1);
 		lt_fabric_start_daemon("roce", 2);
-		/* the daemons get the fabric's hosts file, which names
-		 * 127.10.0.2: emptied, uscmd resolves it through ARP */
-		cr_assert_eq(lt_sh(NULL, ": >'%s/hosts'", getenv("USCM_SIM_DIR")), 0);
-		for (int n = 1; n <= 2; n++) {
-			rc = lt_sh(&out, "ip netns exec %s %s/uscm-sim uscmd --dir %s node%d restart 2>&1",
-				   n == 1 ? nsa : nsb, lt_bin(), getenv("USCM_SIM_DIR"), n);
-			cr_assert_eq(rc, 0, "uscmd node%d in its namespace: %s", n, out);
-			free(out);
-			out = NULL;
-		}
+		nt_daemons_in_namespaces();
 	} else {
 		lt_fabric_start_opts("roce", 2, "--no-uscmd");
 	}
-	setenv("USCM_HOSTS", "/nonexistent/uscm-no-hosts", 1);
-	snprintf(path, sizeof(path), "/run/netns/%s", nsa);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	cr_assert(fd >= 0);
-	cr_assert_eq(setns(fd, CLONE_NEWNET), 0, "setns: %s", strerror(errno));
-	close(fd);
-	lt_node(1);
+	nt_enter_a();
 }
 
 /* Entries of a /proc directory (a process's tasks or fds), -1 if gone. */
@@ -135,23 +89,6 @@ static int threads(int pid)
 static int fds(int pid)
 {
 	return dir_count(pid, "fd");
-}
-
-/* VmRSS of pid, kB. */
-static long rss_kb(int pid)
-{
-	char path[64], line[256];
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	if (!(f = fopen(path, "r")))
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
 }
 
 /* The pid of node n's uscmd: the peer of a connection to its socket. */
@@ -431,14 +368,14 @@ Test(hresolve, ten_thousand_unanswered_in_uscmd)
 	cr_assert(lt_wait_until(resolves1() == 0, 2000));
 	t0 = threads(pid);
 	f0 = fds(pid);
-	r0 = rss_kb(pid);
+	r0 = lt_status_kb(pid, "VmRSS:");
 	cr_assert(t0 > 0 && f0 > 0 && r0 > 0);
 
 	child = hostile_spawn(1, &p);
 	cr_assert_eq(resolves1(), HOSTILE_N, "every request waits in uscmd");
 	t1 = threads(pid);
 	f1 = fds(pid);
-	r1 = rss_kb(pid);
+	r1 = lt_status_kb(pid, "VmRSS:");
 	cr_expect_eq(t1, t0, "uscmd's threads: %d before, %d with %d requests waiting", t0, t1,
 		     HOSTILE_N);
 	cr_expect_leq(f1, f0 + 4, "uscmd's fds: %d before, %d with %d requests waiting", f0, f1,
@@ -469,7 +406,7 @@ Test(hresolve, ten_thousand_unanswered_in_uscmd)
 		  fds(pid));
 	t2 = threads(pid);
 	f2 = fds(pid);
-	r2 = rss_kb(pid);
+	r2 = lt_status_kb(pid, "VmRSS:");
 	st = status1();
 	cr_expect(strstr(st, ", 0 ids,"), "no ids left:\n%s", st);
 	free(st);

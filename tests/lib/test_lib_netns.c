@@ -1,6 +1,6 @@
 /*
  * test_lib_netns.c - rdma_resolve_addr through the routing and neighbour
- * tables (issue 18), on the simulated RoCE fabric with real IP interfaces
+ * tables, on the simulated RoCE fabric with real IP interfaces
  * in network namespaces the test creates:
  *
  *   namespace A (node 1)  a0 127.10.0.1/24 ==veth== b0 127.10.0.2/24  namespace B (node 2)
@@ -29,24 +29,13 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <fcntl.h>
-#include <sched.h>
-
 #include "libtest.h"
-
-static char nsa[32], nsb[32];
-
-static void net_down(void)
-{
-	if (nsa[0])
-		lt_sh(NULL, "ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null; true", nsa, nsb);
-	nsa[0] = 0;
-}
+#include "netnstest.h"
 
 static void teardown(void)
 {
 	lt_fabric_stop();
-	net_down();
+	nt_down();
 }
 
 TestSuite(netns, .fini = teardown, .timeout = 60);
@@ -58,49 +47,9 @@ TestSuite(netns, .fini = teardown, .timeout = 60);
 static void net_up_mode(int daemon)
 {
 	char *out = NULL;
-	int pid = (int)getpid(), fd;
-	char path[64];
+	int rc;
 
-	if (lt_sh(NULL, "command -v ip >/dev/null") != 0)
-		tf_skip_missing("ip (Debian iproute2) is not installed");
-	snprintf(nsa, sizeof(nsa), "uA%d", pid);
-	snprintf(nsb, sizeof(nsb), "uB%d", pid);
-	if (lt_sh(&out, "ip netns add %s 2>&1", nsa) != 0) {
-		nsa[0] = 0;
-		cr_skip_test("cannot create a network namespace here (needs root): %s", out);
-	}
-	free(out);
-	out = NULL;
-	int rc = lt_sh(&out,
-		       "set -e; A=%s; B=%s; ip netns add $B;"
-		       /* no Duplicate Address Detection: the links are usable at once */
-		       "for n in $A $B; do ip netns exec $n sysctl -qw net.ipv6.conf.all.accept_dad=0"
-		       "  net.ipv6.conf.default.accept_dad=0; done;"
-		       "ip link add ${A}a0 netns $A type veth peer name ${B}b0 netns $B;"
-		       "ip link add ${A}a1 netns $A type veth peer name ${B}b1 netns $B;"
-		       "ip -n $A addr add 127.10.0.1/24 dev ${A}a0; ip -n $B addr add 127.10.0.2/24 dev ${B}b0;"
-		       "ip -n $A addr add 10.99.0.1/24 dev ${A}a1; ip -n $B addr add 10.99.0.2/24 dev ${B}b1;"
-		       "ip -n $A addr add fd00::1/64 dev ${A}a0 nodad; ip -n $B addr add fd00::2/64 dev ${B}b0 nodad;"
-		       "for n in $A $B; do ip netns exec $n sysctl -qw net.ipv4.conf.all.route_localnet=1;"
-		       "  for l in $(ip -n $n -o link show | awk -F': ' '{print $2}' | cut -d@ -f1); do"
-		       "    ip netns exec $n sysctl -qw net.ipv4.conf.$l.route_localnet=1; ip -n $n link set $l up; done; done 2>&1",
-		       nsa, nsb);
-	cr_assert_eq(rc, 0, "namespace setup: %s", out);
-	free(out);
-	out = NULL;
-	/* IPv6 on a new interface is configured once the kernel's link watch
-	 * has run (up to a second after it came up): until its link-local and
-	 * multicast routes exist, Neighbour Solicitations and Advertisements
-	 * are not sent, and a test would measure the kernel's retransmission
-	 * (1 s). Wait for those routes on both sides. */
-	rc = lt_sh(&out,
-		   "ready() { ip -n $1 -6 route show table local | grep -q '^multicast ff00::/8' &&"
-		   "  ip -n $1 -6 route show | grep -q '^fe80::/64'; };"
-		   "for i in $(seq 1 60); do ready %s && ready %s && exit 0; sleep 0.05; done;"
-		   "ip -n %s -6 route show table all; exit 1",
-		   nsa, nsb, nsa);
-	cr_assert_eq(rc, 0, "IPv6 never came up on the veths: %s", out);
-	free(out);
+	nt_up("u", NT_FULL);
 	if (daemon == 2) {
 		lt_fabric_start_daemon("roce", 2);
 		/* each node's netdev is in its namespace: a program of the node
@@ -119,27 +68,11 @@ static void net_up_mode(int daemon)
 		/* each node's uscmd in the node's namespace: the resolution is
 		 * uscmd's, in the namespace it runs in */
 		lt_fabric_start_daemon("roce", 2);
-		/* the daemons get the fabric's hosts file (uscm-sim hands it
-		 * to them), which names 127.10.0.1 and .2: emptied, the
-		 * routing table decides for them too, as for this process */
-		cr_assert_eq(lt_sh(NULL, ": >'%s/hosts'", getenv("USCM_SIM_DIR")), 0);
-		for (int n = 1; n <= 2; n++) {
-			rc = lt_sh(&out, "ip netns exec %s %s/uscm-sim uscmd --dir %s node%d restart 2>&1",
-				   n == 1 ? nsa : nsb, lt_bin(), getenv("USCM_SIM_DIR"), n);
-			cr_assert_eq(rc, 0, "uscmd node%d in its namespace: %s", n, out);
-			free(out);
-			out = NULL;
-		}
+		nt_daemons_in_namespaces();
 	} else {
 		lt_fabric_start_opts("roce", 2, "--no-uscmd");
 	}
-	setenv("USCM_HOSTS", "/nonexistent/uscm-no-hosts", 1);
-	snprintf(path, sizeof(path), "/run/netns/%s", nsa);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	cr_assert(fd >= 0);
-	cr_assert_eq(setns(fd, CLONE_NEWNET), 0, "setns: %s", strerror(errno));
-	close(fd);
-	lt_node(1);
+	nt_enter_a();
 }
 
 /* In-process, or (USCM_TEST_DAEMON=1: CTest's test_lib_netns_daemon) each
