@@ -627,11 +627,16 @@ int main(int argc, char **argv)
 
 				if (cfd >= 0) {
 					struct usd_client *nc;
+					struct usd_cred cr;
 
-					if (usd_client_refuse(cfd))
+					if (usd_cred_peer(cfd, &cr) < 0) {
+						close(cfd);
 						continue;
-					nc = usd_client_new(cfd);
-
+					}
+					if (usd_client_refuse(cfd, &cr))
+						continue;
+					usd_cred_priv(cfd, &cr);
+					nc = usd_client_new(cfd, &cr);
 					if (!nc) {
 						close(cfd);
 						continue;

@@ -112,18 +112,14 @@ static void qp_attrs_of(struct rdma_cm_id *cm, struct usp_qp_attrs *qa)
 
 /* ---- clients ------------------------------------------------------------------------------- */
 
-int usd_client_refuse(int fd)
+int usd_client_refuse(int fd, const struct usd_cred *cr)
 {
 	struct {
 		struct usp_reply r;
 	} m;
-	struct ucred cr;
-	socklen_t len = sizeof(cr);
 	struct usd_uid *u;
 
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0)
-		return 0; /* usd_client_new fails on it too */
-	u = usd_uid_get(cr.uid, 0);
+	u = usd_uid_get(cr->uid, 0);
 	if (!u || u->nclients < usd.lim.clients_per_uid)
 		return 0;
 	/* the reply to the HELLO the library sends first, so that its first
@@ -138,23 +134,19 @@ int usd_client_refuse(int fd)
 	if (usd.verbose || usd.clients_refused == 1)
 		fprintf(stderr, "uscmd: pid %d uid %u: refused: %u connections of that uid already "
 				"(--max-clients-per-uid)%s\n",
-			(int)cr.pid, (unsigned)cr.uid, u->nclients,
+			(int)cr->pid, (unsigned)cr->uid, u->nclients,
 			usd.verbose ? "" : "; further refusals are counted in --status");
 	close(fd);
 	return 1;
 }
 
-struct usd_client *usd_client_new(int fd)
+struct usd_client *usd_client_new(int fd, const struct usd_cred *c)
 {
 	struct usd_client *cl = calloc(1, sizeof(*cl));
-	struct usd_cred cr;
+	struct usd_cred cr = *c;
 
 	if (!cl)
 		return NULL;
-	if (usd_cred_take(fd, &cr) < 0) {
-		free(cl);
-		return NULL;
-	}
 	cl->u = usd_uid_get(cr.uid, 1);
 	if (!cl->u) {
 		free(cl);

@@ -86,12 +86,10 @@ static int read_proc(pid_t pid, uid_t *euid, int *cap, int *initial_ns)
 	return got == 7 ? 0 : -1;
 }
 
-int usd_cred_take(int fd, struct usd_cred *c)
+int usd_cred_peer(int fd, struct usd_cred *c)
 {
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
-	uid_t euid = (uid_t)-1;
-	int cap = 0, initial = 0, pfd;
 
 	memset(c, 0, sizeof(*c));
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0)
@@ -99,13 +97,20 @@ int usd_cred_take(int fd, struct usd_cred *c)
 	c->pid = cr.pid;
 	c->uid = cr.uid;
 	c->gid = cr.gid;
-	c->priv = 0;
-	pfd = peer_pidfd(fd, cr.pid);
-	if (pfd < 0)
-		return 0; /* cannot pin the process: no privilege */
-	if (read_proc(cr.pid, &euid, &cap, &initial) == 0 &&
-	    syscall(SYS_pidfd_send_signal, pfd, 0, NULL, 0) == 0)
-		c->priv = initial && cap && euid == cr.uid;
-	close(pfd);
 	return 0;
+}
+
+void usd_cred_priv(int fd, struct usd_cred *c)
+{
+	uid_t euid = (uid_t)-1;
+	int cap = 0, initial = 0, pfd;
+
+	c->priv = 0;
+	pfd = peer_pidfd(fd, c->pid);
+	if (pfd < 0)
+		return; /* cannot pin the process: no privilege */
+	if (read_proc(c->pid, &euid, &cap, &initial) == 0 &&
+	    syscall(SYS_pidfd_send_signal, pfd, 0, NULL, 0) == 0)
+		c->priv = initial && cap && euid == c->uid;
+	close(pfd);
 }

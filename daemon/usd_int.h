@@ -96,7 +96,12 @@ struct usd_cred {
 	gid_t gid;
 	int priv;                       /* capable(CAP_NET_BIND_SERVICE) */
 };
-int usd_cred_take(int fd, struct usd_cred *c);
+/* The socket's peer (SO_PEERCRED), priv 0: 0, or -1 with errno. */
+int usd_cred_peer(int fd, struct usd_cred *c);
+/* c->priv, read of the process c->pid pinned by its pidfd (after
+ * usd_cred_peer, and after usd_client_refuse: a refused connection costs
+ * no /proc read). */
+void usd_cred_priv(int fd, struct usd_cred *c);
 
 struct usd_client {
 	struct usd_client *next, **pprev;
@@ -171,11 +176,11 @@ void usd_id_free(struct usd_id *id);     /* the rdma_cm_id is already destroyed 
 size_t usd_id_count(void);
 
 /* usd_client.c */
-struct usd_client *usd_client_new(int fd);
+struct usd_client *usd_client_new(int fd, const struct usd_cred *cr);
 /* A connection over its uid's --max-clients-per-uid: answered with a
  * HELLO reply carrying EAGAIN and closed (the library reports it). 1 when
  * refused. */
-int usd_client_refuse(int fd);
+int usd_client_refuse(int fd, const struct usd_cred *cr);
 /* Serves one request frame (already read, n bytes, with fd_in passed or -1):
  * writes the reply. */
 void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int fd_in,
