@@ -323,8 +323,14 @@ static void drop_client(struct usd_client *cl)
  * first client serves up to TURN requests and goes to the back of its
  * uid's list if it has more. A uid with 64 busy clients thus gets as many
  * turns as one with a single client, and a turn's work is bounded, so a
- * request waits at most about (uids with work) x TURN requests. */
-#define TURN 4  /* an RTU (no answer) and the call after it fit in a turn */
+ * request waits at most about (uids with work) x TURN requests. A client
+ * alone in the ring (nobody else known to wait) keeps its turn for up to
+ * TURN_ALONE requests: one epoll_wait and one drain of the MAD sockets per
+ * TURN requests cost a pipelining client (cmtime's batches of async calls)
+ * ~1.5 system calls a connection, and a newcomer epoll has not reported yet
+ * waits for at most TURN_ALONE requests. */
+#define TURN 4        /* an RTU (no answer) and the call after it fit in a turn */
+#define TURN_ALONE 16
 
 static void ready_push(struct usd_client *cl)
 {
@@ -400,15 +406,16 @@ static void serve_round(void)
 	while (n-- && usd.ring) {
 		struct usd_uid *u = usd.ring;
 		struct usd_client *cl = u->rhead;
-		int k = 0;
+		int k = 0, turn;
 
 		usd.ring = u->rnext; /* the next uid's turn comes next */
 		ready_remove(cl);    /* may take u out of the ring */
-		while (k < TURN && !cl->dead && serve(cl))
+		turn = usd.nring ? TURN : TURN_ALONE;
+		while (k < turn && !cl->dead && serve(cl))
 			k++;
 		/* a full turn: more may wait (a short one read EAGAIN, and
 		 * epoll says when the next comes) */
-		if (k == TURN && !cl->dead)
+		if (k == turn && !cl->dead)
 			ready_push(cl);
 	}
 }
