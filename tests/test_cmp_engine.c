@@ -3476,7 +3476,7 @@ Test(engine, state_and_event_names)
 }
 
 /* ======================================================================== */
-/* Issue 8: spoofing counters, the half-open cap, GID-only peers             */
+/* Spoofing counters, the half-open cap, GID-only peers             */
 /* ======================================================================== */
 
 /* A MAD naming the right connection from the wrong port is dropped and

@@ -484,7 +484,7 @@ static void print_setup(FILE *cf, const char *label, const char *olabel, const c
 	}
 }
 
-/* The same run's figures against the floor (issue 15's goals): the MAD
+/* The same run's figures against the floor (the goals in docs/performance.md): the MAD
  * round trip, TCP, uscm's setup latency, and the library's own overhead:
  * setup minus the 1.5 MAD round trips a connection needs (REQ, REP, RTU). */
 static void print_floor(FILE *cf, const struct bench_stat *udp, const struct bench_stat *m,
