@@ -18,11 +18,12 @@ direction carries, except what is per connection or per host:
 and what the kernel derives per connection is checked against its rule,
 once the reference itself is seen to follow it:
 
-  TID lower half: the kernel's CM puts its comm ID there as the bytes of
-  the ID in reverse order (its __be32 local ID read as a little-endian
-  host's number), and the passive side answers in the active side's
-  transaction, so every message of a connection carries the active side's
-  ID so; a SIDR_REQ its request ID;
+  TID lower half: a message that starts a transaction (REQ, DREQ, LAP,
+  SIDR_REQ) carries its sender's comm ID (request ID) with its bytes in
+  reverse order (the kernel's __be32 local ID read as a little-endian
+  host's number); every other message the lower half of the transaction
+  it answers (REP, RTU, MRA, REJ: the REQ's; DREP: the DREQ's; SIDR_REP:
+  the SIDR_REQ's);
   REQ primary flow label on RoCEv2 with IPv4: (source port * 31 +
   destination port) & 0xFFFFF, the ports of the connection (the REQ's
   CMA header and service ID).
@@ -131,15 +132,35 @@ def firsts(c):
     return seen
 
 
+STARTERS = {'REQ': 'local_comm_id', 'DREQ': 'local_comm_id', 'SIDR_REQ': 'request_id',
+            'LAP': 'local_comm_id'}
+
+
 def rule_errors(c):
-    errs = []
+    errs, started = [], {}
     for m in c['msgs']:
-        tid_lo = int(m['hdr']['tid'], 16) & 0xFFFFFFFF
-        if tid_lo != swap32(c['id']):
-            errs.append('%s from the %s side: TID lower half 0x%08x, not the active side\'s ID '
-                        '0x%08x byte-reversed (0x%08x)' % (m['attr'], role(c, m), tid_lo, c['id'],
-                                                           swap32(c['id'])))
-        if m['attr'] == 'REQ' and m.get('link') == 'rocev2':
+        a, tid_lo = m['attr'], int(m['hdr']['tid'], 16) & 0xFFFFFFFF
+        if a in STARTERS:
+            # a transaction's first message: its sender's ID, bytes reversed
+            want = swap32(m['msg'][STARTERS[a]])
+            started[(a, role(c, m))] = tid_lo
+            if tid_lo != want:
+                errs.append('%s from the %s side: TID lower half 0x%08x, not its sender\'s ID '
+                            '0x%08x byte-reversed (0x%08x)' % (a, role(c, m), tid_lo,
+                                                               m['msg'][STARTERS[a]], want))
+        else:
+            # an answer, in the transaction of what it answers
+            other = 'passive' if role(c, m) == 'active' else 'active'
+            if a == 'DREP':
+                want = started.get(('DREQ', other))
+            elif a == 'SIDR_REP':
+                want = started.get(('SIDR_REQ', other))
+            else:  # REP, RTU, MRA, REJ: the connection's REQ
+                want = started.get(('REQ', 'active'))
+            if want is not None and tid_lo != want:
+                errs.append('%s from the %s side: TID lower half 0x%08x, not that of the '
+                            'transaction it answers (0x%08x)' % (a, role(c, m), tid_lo, want))
+        if a == 'REQ' and m.get('link') == 'rocev2':
             pd = m['msg'].get('private_data', '')
             if len(pd) >= 8 and pd[2:4] == '40':
                 sport = int(pd[4:8], 16)
