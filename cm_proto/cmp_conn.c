@@ -69,6 +69,17 @@ static struct cmp_addr reply_addr(const struct cmp_addr *src)
 	return a;
 }
 
+/* The TID of a transaction this side starts (REQ, DREQ, SIDR_REQ): its
+ * comm ID in the lower half with the bytes reversed, as the Linux CM's (it
+ * puts its big-endian ID there read as a little-endian number), so that a
+ * capture of uscm and one of the kernel agree; answers keep the TID of what
+ * they answer. The upper half is random: ib_umad writes its own there on
+ * every request a process sends. */
+static uint64_t own_tid(struct cmp_engine *e, uint32_t local_id)
+{
+	return (cmp_random(e) & 0xFFFFFFFF00000000ULL) | __builtin_bswap32(local_id);
+}
+
 static void msg_init(struct cmp_cm_msg *m, uint16_t attr, uint64_t tid)
 {
 	memset(m, 0, sizeof(*m));
@@ -212,7 +223,7 @@ static void send_dreq(struct cmp_engine *e, struct cmp_conn *c, const void *pdat
 	struct cmp_cm_msg m;
 
 	/* A DREQ starts a new transaction. */
-	c->tid = (cmp_random(e) & 0xFFFFFFFF00000000ULL) | c->local_id;
+	c->tid = own_tid(e, c->local_id);
 	msg_init(&m, UMAD_CM_ATTR_DREQ, c->tid);
 	m.u.dreq.local_comm_id = c->local_id;
 	m.u.dreq.remote_comm_id = c->remote_id;
@@ -1023,7 +1034,7 @@ int cmp_connect(struct cmp_engine *e, const struct cmp_req_param *p, void *ctx,
 	if (c->max_cm_retries > 15)
 		c->max_cm_retries = 15;
 	c->av_timeout = cmp_ack_timeout(e->s.local_ca_ack_delay, pp->packet_life_time);
-	c->tid = (cmp_random(e) & 0xFFFFFFFF00000000ULL) | c->local_id;
+	c->tid = own_tid(e, c->local_id);
 	addr_from_path(&c->dst, pp);
 
 	msg_init(&m, UMAD_CM_ATTR_REQ, c->tid);
@@ -1266,7 +1277,7 @@ int cmp_sidr_req(struct cmp_engine *e, const struct cmp_sidr_req_param *p, void 
 	c->active = 1;
 	c->path = *p->path;
 	c->service_id = p->service_id;
-	c->tid = (cmp_random(e) & 0xFFFFFFFF00000000ULL) | c->local_id;
+	c->tid = own_tid(e, c->local_id);
 	addr_from_path(&c->dst, p->path);
 	msg_init(&m, UMAD_CM_ATTR_SIDR_REQ, c->tid);
 	m.u.sidr_req.request_id = c->local_id;

@@ -441,8 +441,9 @@ Test(engine, connect_sends_req_with_every_field)
 	EQ(TX.dst.sl, 3);
 	EQ(TX.dst.pkey_index, 2);
 	EQ(TX.dst.grh, 0);
-	/* TID: low 32 bits are the local comm ID. */
-	EQ((uint32_t)m.hdr.tid, cmp_conn_local_id(ca));
+	/* TID: low 32 bits are the local comm ID, bytes reversed (as the Linux
+	 * CM's: kernel61-rxe-rping.pcap, REQ lcid 0x8c0947ee, TID 0x...ee47098c). */
+	EQ((uint32_t)m.hdr.tid, __builtin_bswap32(cmp_conn_local_id(ca)));
 	EQ(m.hdr.attr_mod, 0x11223344u);
 	EQ(r->local_comm_id, cmp_conn_local_id(ca));
 	EQ(r->vendor_id, 0x02C903);
@@ -1553,7 +1554,7 @@ Test(engine, disconnect_from_active_side)
 	STATE(ca, CMP_DREQ_SENT);
 	take(A, UMAD_CM_ATTR_DREQ, &m);
 	dreq_tid = m.hdr.tid;
-	EQ((uint32_t)dreq_tid, cmp_conn_local_id(ca));
+	EQ((uint32_t)dreq_tid, __builtin_bswap32(cmp_conn_local_id(ca)));
 	cr_assert_neq(dreq_tid, req_tid, "a DREQ starts a new transaction");
 	EQ(m.u.dreq.local_comm_id, cmp_conn_local_id(ca));
 	EQ(m.u.dreq.remote_comm_id, cmp_conn_local_id(cb));
@@ -1619,7 +1620,7 @@ Test(engine, disconnect_from_passive_side)
 	cr_assert_eq(cmp_disconnect(E(B), cb, pd, 3, T.now), 0);
 	STATE(cb, CMP_DREQ_SENT);
 	take(B, UMAD_CM_ATTR_DREQ, &m);
-	EQ((uint32_t)m.hdr.tid, cmp_conn_local_id(cb));
+	EQ((uint32_t)m.hdr.tid, __builtin_bswap32(cmp_conn_local_id(cb)));
 	EQ(m.u.dreq.local_comm_id, cmp_conn_local_id(cb));
 	EQ(m.u.dreq.remote_comm_id, cmp_conn_local_id(ca));
 	EQ(m.u.dreq.remote_qpn_eecn, QPN_A);
@@ -2094,7 +2095,7 @@ Test(engine, sidr_round_trip)
 	STATE(ca, CMP_SIDR_REQ_SENT);
 	take(A, UMAD_CM_ATTR_SIDR_REQ, &m);
 	tid = m.hdr.tid;
-	EQ((uint32_t)tid, cmp_conn_local_id(ca));
+	EQ((uint32_t)tid, __builtin_bswap32(cmp_conn_local_id(ca)));
 	EQ(m.u.sidr_req.request_id, cmp_conn_local_id(ca));
 	EQ(m.u.sidr_req.pkey, 0xFFFF);
 	EQ(m.u.sidr_req.service_id, SID);
