@@ -115,6 +115,11 @@ int cmc_set_option(struct rdma_cm_id *cm_id, int level, int optname, void *optva
 		memcpy(b.optval, optval, optlen);
 	if (call_snap(id, USP_SET_OPTION, &b, offsetof(struct usp_set_option, optval) + optlen) < 0)
 		return -1;
+	/* the QP attributes that came with a connection request were computed
+	 * before the option (an ACK timeout, a TOS, a path): the accept asks
+	 * for them again, as the kernel's rdma_init_qp_attr reads the id's
+	 * options when the QP moves */
+	id->req_qp.valid = 0;
 	/* RDMA_OPTION_IB_PATH resolves the route: ROUTE_RESOLVED follows */
 	if (level == RDMA_OPTION_IB && optname == RDMA_OPTION_IB_PATH)
 		return cmc_sync_wait(id);

@@ -2,7 +2,9 @@
  * The same behaviour in both modes (CTest runs this suite in-process and,
  * as test_lib_modes_daemon, through a uscmd per node), where daemon mode
  * used to differ from the kernel's rdma_cm and from in-process mode:
- * rdma_migrate_id moves the events already queued on the old channel.
+ * rdma_migrate_id moves the events already queued on the old channel;
+ * RDMA_OPTION_ID_ACK_TIMEOUT set between a connection request and its
+ * accept reaches the QP.
  * Two-node fabric: the test process is node 1 (the active side), a forked
  * child node 2 (the server).
  */
@@ -23,6 +25,7 @@ static int readable(int fd, int ms)
 
 enum srv_mode {
 	SRV_MIGRATE,    /* accept on the listener's channel, then migrate the new id */
+	SRV_ACK_TIMEOUT, /* RDMA_OPTION_ID_ACK_TIMEOUT 21 between the request and the accept */
 };
 
 /* Node 2: listens on PORT, takes one request, accepts it as mode says. */
@@ -46,6 +49,12 @@ static void server(int mode, struct lt_pipes *p)
 	rdma_ack_cm_event(ev);
 	lt_rc_qp_attr(&qa);
 	LT_CK(rdma_create_qp(cid, NULL, &qa) == 0);
+	if (mode == SRV_ACK_TIMEOUT) {
+		uint8_t to = 21;
+
+		LT_CK(rdma_set_option(cid, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &to,
+				      sizeof(to)) == 0);
+	}
 	memset(&cp, 0, sizeof(cp));
 	cp.responder_resources = cp.initiator_depth = 1;
 	cp.rnr_retry_count = 7;
@@ -68,6 +77,19 @@ static void server(int mode, struct lt_pipes *p)
 			ev ? rdma_event_str(ev->event) : "nothing");
 	LT_CK(ev && ev->event == RDMA_CM_EVENT_ESTABLISHED && ev->id == cid);
 	rdma_ack_cm_event(ev);
+	if (mode == SRV_ACK_TIMEOUT) {
+		/* the kernel: rdma_init_qp_attr's RTS timeout is the option's
+		 * once set (cma_modify_qp_rts), whenever it was set */
+		struct ibv_qp_attr a;
+		struct ibv_qp_init_attr ia;
+
+		memset(&a, 0, sizeof(a));
+		LT_CK(ibv_query_qp(cid->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT, &ia) == 0);
+		if (a.timeout != 21)
+			fprintf(stderr, "child: the QP's timeout is %u, the option said 21\n",
+				a.timeout);
+		LT_CK(a.qp_state == IBV_QPS_RTS && a.timeout == 21);
+	}
 	LT_CK(write(p->ready[1], "e", 1) == 1);
 	rdma_ack_cm_event(lt_child_wait(c2, RDMA_CM_EVENT_DISCONNECTED));
 	LT_CK(rdma_disconnect(cid) == 0);
@@ -122,4 +144,12 @@ static void connect_to(int mode)
 Test(modes, migrate_after_accept_moves_established)
 {
 	connect_to(SRV_MIGRATE);
+}
+
+/* rdma_set_option(RDMA_OPTION_ID_ACK_TIMEOUT) on a new id before its
+ * accept reaches the QP's RTS timeout (daemon mode used the attributes
+ * computed when the request came: 16). */
+Test(modes, ack_timeout_set_before_accept_reaches_the_qp)
+{
+	connect_to(SRV_ACK_TIMEOUT);
 }
