@@ -42,6 +42,7 @@ struct usd_id {
 	uint8_t resolving, routing;
 	unsigned joins;
 	struct usd_id *next, **pprev;   /* cl->ids */
+	struct usd_id *hnext;           /* the handle table's chain (usd_ids.c) */
 };
 
 struct usd_frame {                      /* an event waiting for room */
