@@ -4,7 +4,8 @@
  * used to differ from the kernel's rdma_cm and from in-process mode:
  * rdma_migrate_id moves the events already queued on the old channel;
  * RDMA_OPTION_ID_ACK_TIMEOUT set between a connection request and its
- * accept reaches the QP.
+ * accept reaches the QP; RDMA_OPTION_IB_PATH on a synchronous id returns
+ * without waiting and leaves its ROUTE_RESOLVED queued, as librdmacm.
  * Two-node fabric: the test process is node 1 (the active side), a forked
  * child node 2 (the server).
  */
@@ -152,4 +153,52 @@ Test(modes, migrate_after_accept_moves_established)
 Test(modes, ack_timeout_set_before_accept_reaches_the_qp)
 {
 	connect_to(SRV_ACK_TIMEOUT);
+}
+
+/* librdmacm's rdma_set_option is one write to the rdma_cm fd: on a
+ * synchronous id RDMA_OPTION_IB_PATH returns once the path is set, and the
+ * ROUTE_RESOLVED the kernel queues for it (ucma_set_ib_path) waits on the
+ * id's channel for whoever reads it next (librdmacm's own callers,
+ * rdma_create_ep and rdma_resolve_route through ucma_set_ib_route, read
+ * it with ucma_complete). Daemon mode used to wait for it inside
+ * rdma_set_option. */
+Test(modes, ib_path_on_a_synchronous_id_leaves_route_resolved_queued)
+{
+	struct sockaddr_in dst = lt_sin("127.10.0.2", PORT);
+	struct rdma_cm_event *ev;
+	struct ibv_path_data pd;
+	struct rdma_cm_event *last;
+	struct rdma_cm_id *id;
+
+	cr_assert_eq(rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP), 0);
+	cr_assert_eq(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000), 0, "%s",
+		     strerror(errno));
+	cr_assert(!readable(id->channel->fd, 0), "ADDR_RESOLVED was consumed by the call");
+	/* librdmacm keeps the event a synchronous call read in id->event
+	 * until the next one that waits */
+	last = id->event;
+	cr_assert(last && last->event == RDMA_CM_EVENT_ADDR_RESOLVED);
+	memset(&pd, 0, sizeof(pd));
+	pd.flags = IBV_PATH_FLAG_PRIMARY | IBV_PATH_FLAG_BIDIRECTIONAL;
+	pd.path.sgid = id->route.addr.addr.ibaddr.sgid;
+	pd.path.dgid = id->route.addr.addr.ibaddr.dgid;
+	pd.path.slid = htobe16(2);
+	pd.path.dlid = htobe16(3);
+	pd.path.pkey = htobe16(0xFFFF);
+	pd.path.mtu = 0x80 | IBV_MTU_1024;
+	pd.path.packetlifetime = 0x80 | 14;
+	pd.path.reversible_numpath = 0x81;
+	cr_assert_eq(rdma_set_option(id, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, &pd, sizeof(pd)), 0,
+		     "%s", strerror(errno));
+	cr_expect_eq(id->route.num_paths, 1);
+	cr_expect(id->route.path_rec && be16toh(id->route.path_rec->dlid) == 3);
+	cr_expect(id->event == last && id->event->event == RDMA_CM_EVENT_ADDR_RESOLVED,
+		  "rdma_set_option consumed an event");
+	cr_assert(readable(id->channel->fd, 2000), "no ROUTE_RESOLVED queued on the id's channel");
+	cr_assert_eq(rdma_get_cm_event(id->channel, &ev), 0);
+	cr_expect_eq(ev->event, RDMA_CM_EVENT_ROUTE_RESOLVED, "%s", rdma_event_str(ev->event));
+	cr_expect_eq(ev->id, id);
+	rdma_ack_cm_event(ev);
+	cr_expect(!readable(id->channel->fd, 0));
+	rdma_destroy_id(id);
 }
