@@ -791,6 +791,11 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 				cl->qhead = cl->rqhead;
 				cl->rqhead = cl->rqtail = NULL;
 			}
+			/* in the channels before rdma_migrate_id returns, as
+			 * the kernel's queue is moved by the time its write
+			 * does (what finds no room waits, in order) */
+			while (usd_client_flush(cl) == 2)
+				;
 		} else if (!chan_ok(cl, x->chan) || x->ev.h.op != USP_EVENT ||
 			   x->ev.h.len != sizeof(x->ev) || x->ev.pdata_len > USP_PDATA_MAX) {
 			err = EINVAL;
