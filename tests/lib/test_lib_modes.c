@@ -27,7 +27,15 @@ static int readable(int fd, int ms)
 enum srv_mode {
 	SRV_MIGRATE,    /* accept on the listener's channel, then migrate the new id */
 	SRV_ACK_TIMEOUT, /* RDMA_OPTION_ID_ACK_TIMEOUT 21 between the request and the accept */
+	SRV_ACK_TIMEOUT_EARLY, /* the same before rdma_create_qp */
 };
+
+static void set_ack_timeout(struct rdma_cm_id *id)
+{
+	uint8_t to = 21;
+
+	LT_CK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &to, sizeof(to)) == 0);
+}
 
 /* Node 2: listens on PORT, takes one request, accepts it as mode says. */
 static void server(int mode, struct lt_pipes *p)
@@ -48,14 +56,12 @@ static void server(int mode, struct lt_pipes *p)
 	ev = lt_child_wait(ch, RDMA_CM_EVENT_CONNECT_REQUEST);
 	cid = ev->id;
 	rdma_ack_cm_event(ev);
+	if (mode == SRV_ACK_TIMEOUT_EARLY)
+		set_ack_timeout(cid);
 	lt_rc_qp_attr(&qa);
 	LT_CK(rdma_create_qp(cid, NULL, &qa) == 0);
-	if (mode == SRV_ACK_TIMEOUT) {
-		uint8_t to = 21;
-
-		LT_CK(rdma_set_option(cid, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &to,
-				      sizeof(to)) == 0);
-	}
+	if (mode == SRV_ACK_TIMEOUT)
+		set_ack_timeout(cid);
 	memset(&cp, 0, sizeof(cp));
 	cp.responder_resources = cp.initiator_depth = 1;
 	cp.rnr_retry_count = 7;
@@ -78,7 +84,7 @@ static void server(int mode, struct lt_pipes *p)
 			ev ? rdma_event_str(ev->event) : "nothing");
 	LT_CK(ev && ev->event == RDMA_CM_EVENT_ESTABLISHED && ev->id == cid);
 	rdma_ack_cm_event(ev);
-	if (mode == SRV_ACK_TIMEOUT) {
+	if (mode == SRV_ACK_TIMEOUT || mode == SRV_ACK_TIMEOUT_EARLY) {
 		/* the kernel: rdma_init_qp_attr's RTS timeout is the option's
 		 * once set (cma_modify_qp_rts), whenever it was set */
 		struct ibv_qp_attr a;
@@ -153,6 +159,11 @@ Test(modes, migrate_after_accept_moves_established)
 Test(modes, ack_timeout_set_before_accept_reaches_the_qp)
 {
 	connect_to(SRV_ACK_TIMEOUT);
+}
+
+Test(modes, ack_timeout_set_before_create_qp_reaches_the_qp)
+{
+	connect_to(SRV_ACK_TIMEOUT_EARLY);
 }
 
 /* librdmacm's rdma_set_option is one write to the rdma_cm fd: on a
