@@ -764,9 +764,18 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 			    (f->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST ? f->ev.listen_id == id->handle
 									: f->ev.h.id == id->handle))
 				f->chan = x.chan;
+		/* a hold only when the old channel has frames unread (its
+		 * unread bytes: SIOCOUTQ on our end): else none of the id's
+		 * can be there, and the migration costs no second request */
+		if ((x.flags & USP_MIGRATE_HOLD) && chan_ok(cl, id->chan) && x.chan != id->chan) {
+			int q = 1;
+
+			if (ioctl(cl->chans[id->chan], SIOCOUTQ, &q) < 0 || q > 0)
+				cl->hold = 1;
+		}
 		id->chan = x.chan;
-		if (x.flags & USP_MIGRATE_HOLD)
-			cl->hold = 1;
+		r.i.v = cl->hold;
+		rlen = sizeof(r.i);
 		break;
 	}
 	case USP_REQUEUE: {

@@ -367,6 +367,7 @@ int cmc_migrate_id(struct rdma_cm_id *cm_id, struct rdma_event_channel *channel)
 	struct cmc_id *id = cmc_id_of(cm_id);
 	struct cmc_chan *nc = (struct cmc_chan *)channel, *old;
 	struct usp_chan b;
+	struct usp_int held = { 0 };
 
 	if (!id)
 		return cma_fail(EINVAL);
@@ -388,7 +389,7 @@ int cmc_migrate_id(struct rdma_cm_id *cm_id, struct rdma_event_channel *channel)
 	/* the old channel is read while uscmd holds every event of ours */
 	if (old && !old->eof && !old->dead)
 		b.flags = USP_MIGRATE_HOLD;
-	if (cmc_call(USP_MIGRATE_ID, id->handle, &b, sizeof(b), NULL, 0, -1, NULL) < 0) {
+	if (cmc_call(USP_MIGRATE_ID, id->handle, &b, sizeof(b), &held, sizeof(held), -1, NULL) < 0) {
 		int e = errno;
 		if (nc->sync)
 			chan_free(nc);
@@ -399,7 +400,9 @@ int cmc_migrate_id(struct rdma_cm_id *cm_id, struct rdma_event_channel *channel)
 	id->id.channel = &nc->ch;
 	id->sync = nc->sync;
 	pthread_mutex_unlock(&cmc.lock);
-	if (b.flags & USP_MIGRATE_HOLD)
+	/* uscmd holds our events only when the old channel had frames
+	 * unread (a reply without a body: it held none) */
+	if (held.v)
 		move_events(id, old, nc);
 	if (old && old->sync)
 		chan_free(old);

@@ -123,8 +123,10 @@ struct usp_hello_rep { uint32_t client; uint32_t max_ids; };
  * USP_MIGRATE_HOLD). */
 struct usp_chan { uint32_t chan; uint32_t flags; };
 /* USP_MIGRATE_ID: the id's events go to chan from now on, the ones waiting
- * in uscmd for room included. With USP_MIGRATE_HOLD uscmd also writes no
- * event of the client into any channel until a USP_REQUEUE with end set:
+ * in uscmd for room included. With USP_MIGRATE_HOLD, when the old channel
+ * has frames unread, uscmd also writes no event of the client into any
+ * channel until a USP_REQUEUE with end set (the reply, a usp_int, says
+ * whether it holds: 1, or 0 when the old channel was empty):
  * the library reads what the old channel holds meanwhile and gives it back
  * with USP_REQUEUE (the migrated id's frames to the new channel, the rest
  * to the old one), so that the id's events move as the kernel's
