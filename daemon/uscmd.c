@@ -127,6 +127,9 @@ static void usage(FILE *f, int rc)
 		"  --socket PATH   where clients connect (default $USCM_SOCKET, else %s)\n"
 		"  --pcap FILE     capture every CM and SA MAD of the host (as USCM_PCAP)\n"
 		"  --status        print the daemon's clients, ids and counters\n"
+		"  --wait-for-ports  serve even when no port's CM agent can be opened now (its class\n"
+		"                  taken, the port not up yet; also USCM_WAIT_FOR_PORTS=1): each port\n"
+		"                  is tried again by the first request that needs it\n"
 		"  -v              a line per client and per bad request on stderr\n"
 		"limits (option, environment variable, default: what):\n",
 		USP_DEFAULT_SOCKET);
@@ -285,6 +288,17 @@ static int status_cmd(const char *path)
 enum { TAG_LISTEN = 1, TAG_CMD = 2, TAG_EV = 3, TAG_RX = 0 };
 
 static int ep;
+
+/* A port's umad fd: read in the main loop (cma_rx_fd). */
+static void rx_watch(int fd)
+{
+	struct epoll_event e;
+
+	memset(&e, 0, sizeof(e));
+	e.events = EPOLLIN;
+	e.data.u64 = ((uint64_t)(unsigned)fd << 2) | TAG_RX;
+	epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
+}
 
 static void ep_add(int fd, int tag, struct usd_client *cl)
 {
@@ -472,12 +486,15 @@ int main(int argc, char **argv)
 		{ "pcap", required_argument, NULL, 'p' },
 		{ "status", no_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "wait-for-ports", no_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
 	};
 	struct option opts[sizeof(fixed) / sizeof(fixed[0]) + NLIMITS + 1];
 	size_t nfixed = sizeof(fixed) / sizeof(fixed[0]);
 	const char *sock = NULL;
 	int want_status = 0, lfd, o;
+	const char *wv = getenv("USCM_WAIT_FOR_PORTS");
+	int wait_ports = wv && atoi(wv) > 0;
 	int flush_more = 0; /* a queue's flush ended its turn with room left */
 	struct sigaction sa;
 	struct rlimit rl;
@@ -508,6 +525,7 @@ int main(int argc, char **argv)
 		case 'p': setenv("USCM_PCAP", optarg, 1); break;
 		case 'S': want_status = 1; break;
 		case 'v': usd.verbose = 1; break;
+		case 'W': wait_ports = 1; break;
 		case 'h': usage(stdout, 0); break;
 		default:
 			if (o >= 1000 && o < 1000 + (int)NLIMITS) {
@@ -573,11 +591,16 @@ int main(int argc, char **argv)
 				for (int i = 0; i < g.devs[d].nports; i++, ports++)
 					opened += cma_port_open(&g.devs[d].ports[i]) == 0;
 		pthread_mutex_unlock(&g.lock);
-		if (!opened) {
+		if (!opened && !(wait_ports && ports)) {
 			fprintf(stderr, "uscmd: no port's CM agent could be opened (%d ports; see above)\n",
 				ports);
 			return 1;
 		}
+		if (!opened)
+			fprintf(stderr, "uscmd: no port's CM agent could be opened (%d ports; see above): "
+					"serving (--wait-for-ports); each is tried again when a request "
+					"needs it\n",
+				ports);
 		if (usd.verbose)
 			fprintf(stderr, "uscmd: CM agents open on %d of %d ports\n", opened, ports);
 	}
@@ -595,14 +618,11 @@ int main(int argc, char **argv)
 	{
 		int fds[64], n = cma_rx_fds(fds, 64);
 
-		for (int i = 0; i < n; i++) {
-			struct epoll_event e;
-
-			memset(&e, 0, sizeof(e));
-			e.events = EPOLLIN;
-			e.data.u64 = ((uint64_t)(unsigned)fds[i] << 2) | TAG_RX;
-			epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &e);
-		}
+		for (int i = 0; i < n; i++)
+			rx_watch(fds[i]);
+		/* and the ones opened later (a port whose open failed here
+		 * is tried again by the request that needs it) */
+		cma_rx_fds_later(rx_watch);
 	}
 	if (usd.verbose)
 		fprintf(stderr, "uscmd: serving %s\n",

@@ -200,6 +200,13 @@ void usd_client_free(struct usd_client *cl)
 		}
 	free(cl->chans);
 	free(cl->room);
+	while (cl->rqhead) {
+		struct usd_frame *f = cl->rqhead;
+
+		cl->rqhead = f->next;
+		usd_uncharge(cl, USD_QBYTES, sizeof(*f));
+		free(f);
+	}
 	while (cl->qhead) {
 		struct usd_frame *f = cl->qhead;
 
@@ -286,7 +293,7 @@ static void send_event(struct usd_client *cl, uint32_t chan, const struct usp_ev
 
 	if (chan >= cl->nchans || cl->chans[chan] < 0)
 		return; /* the channel is gone: nobody to tell */
-	if (!cl->qhead && chan_room(cl, chan)) {
+	if (!cl->qhead && !cl->hold && chan_room(cl, chan)) {
 		ssize_t n = send(cl->chans[chan], ev, sizeof(*ev), MSG_DONTWAIT | MSG_NOSIGNAL);
 
 		if (n == (ssize_t)sizeof(*ev)) {
@@ -326,6 +333,8 @@ static void send_event(struct usd_client *cl, uint32_t chan, const struct usp_ev
 
 int usd_client_flush(struct usd_client *cl)
 {
+	if (cl->hold)
+		return 1; /* a migration reads the old channel: nothing moves */
 	/* a turn's worth: a client reading a 32 MiB backlog fast must not
 	 * hold the loop for tens of ms; the rest goes in the next turns */
 	for (int k = 0; cl->qhead; k++) {
@@ -632,7 +641,7 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 	}
 	switch (h.op) {
 	case USP_HELLO: case USP_CHAN_CREATE: case USP_CHAN_DESTROY: case USP_CREATE_ID:
-	case USP_STATS: case USP_STATUS:
+	case USP_STATS: case USP_STATUS: case USP_REQUEUE:
 		break;
 	default:
 		id = usd_id_get(cl, h.id, &err);
@@ -743,10 +752,84 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		struct usp_chan x;
 
 		memcpy(&x, b, sizeof(x));
-		if (!chan_ok(cl, x.chan))
+		if (!chan_ok(cl, x.chan) || (x.flags & ~USP_MIGRATE_HOLD)) {
 			err = EINVAL;
-		else
-			id->chan = x.chan;
+			break;
+		}
+		/* as the kernel's ucma_migrate_id: the id's events still
+		 * waiting here move with it, in their order (a connection
+		 * request is its listener's event) */
+		for (struct usd_frame *f = cl->qhead; f; f = f->next)
+			if (f->chan == id->chan &&
+			    (f->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST ? f->ev.listen_id == id->handle
+									: f->ev.h.id == id->handle))
+				f->chan = x.chan;
+		/* a hold only when the old channel has frames unread (its
+		 * unread bytes: SIOCOUTQ on our end): else none of the id's
+		 * can be there, and the migration costs no second request */
+		if ((x.flags & USP_MIGRATE_HOLD) && chan_ok(cl, id->chan) && x.chan != id->chan) {
+			int q = 1;
+
+			if (ioctl(cl->chans[id->chan], SIOCOUTQ, &q) < 0 || q > 0)
+				cl->hold = 1;
+		}
+		id->chan = x.chan;
+		r.i.v = cl->hold;
+		rlen = sizeof(r.i);
+		break;
+	}
+	case USP_REQUEUE: {
+		struct usp_requeue *x = malloc(sizeof(*x));
+		struct usd_frame *f;
+		int e2;
+
+		if (!x) {
+			err = ENOMEM;
+			break;
+		}
+		memcpy(x, b, sizeof(*x));
+		if (!cl->hold) {
+			err = EINVAL;
+		} else if (x->end) {
+			/* the frames given back first, then what was held */
+			cl->hold = 0;
+			if (cl->rqhead) {
+				cl->rqtail->next = cl->qhead;
+				if (!cl->qhead)
+					cl->qtail = cl->rqtail;
+				cl->qhead = cl->rqhead;
+				cl->rqhead = cl->rqtail = NULL;
+			}
+			/* in the channels before rdma_migrate_id returns, as
+			 * the kernel's queue is moved by the time its write
+			 * does (what finds no room waits, in order) */
+			while (usd_client_flush(cl) == 2)
+				;
+		} else if (!chan_ok(cl, x->chan) || x->ev.h.op != USP_EVENT ||
+			   x->ev.h.len != sizeof(x->ev) || x->ev.pdata_len > USP_PDATA_MAX) {
+			err = EINVAL;
+		} else if (!usd_id_get(cl, x->ev.h.id, &e2)) {
+			/* the id is gone: its event with it */
+		} else if (cl->nqueued >= usd.lim.max_queued) {
+			err = ENOMEM;
+			cl->limit_refusals++;
+		} else if ((err = usd_charge(cl, USD_QBYTES, sizeof(*f))) != 0) {
+			cl->limit_refusals++;
+		} else if (!(f = malloc(sizeof(*f)))) {
+			usd_uncharge(cl, USD_QBYTES, sizeof(*f));
+			err = ENOMEM;
+		} else {
+			f->next = NULL;
+			f->chan = x->chan;
+			f->ev = x->ev;
+			if (cl->rqtail)
+				cl->rqtail->next = f;
+			else
+				cl->rqhead = f;
+			cl->rqtail = f;
+			cl->nqueued++;
+		}
+		free(x);
 		break;
 	}
 	case USP_BIND: {

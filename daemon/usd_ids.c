@@ -1,79 +1,84 @@
 /*
- * usd_ids.c - uscmd's host-wide id handles. A handle is a slot number (low
- * 20 bits) and that slot's reuse count (high 12 bits), so a stale handle
- * names nothing rather than a newer id, and a handle tells whose id it is:
- * a request for another client's id gets EINVAL, an unknown one ENOENT
- * (the kernel's ucma_get_ctx does the same).
+ * usd_ids.c - uscmd's host-wide id handles. A handle is the next value of
+ * a 32-bit counter (0 and the handles still in use skipped), found through
+ * a hash table; so a stale handle names nothing rather than a newer id
+ * until 2^32 - 1 more ids have been made on the host (the whole width of
+ * the protocol's id field: at 100,000 ids a second, 12 hours), however
+ * the ids come and go. A handle tells whose id it is: a request for
+ * another client's id gets EINVAL, an unknown or stale one ENOENT (the
+ * kernel's ucma_get_ctx does the same).
  */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "daemon/usd_int.h"
 
-#define SLOT_BITS 20
-#define SLOT_MAX (1u << SLOT_BITS)
+/* At most this many ids at once, host-wide (the host's id limit is
+ * usually far lower). */
+#define IDS_MAX (1u << 20)
 
-static struct usd_id **slots;
-static uint16_t *reuse;
-static unsigned nslots, used;
-static uint32_t *freelist;
-static unsigned nfree;
+static struct usd_id **tab;     /* chains by handle & (tabsz - 1) */
+static unsigned tabsz, used;
+static uint32_t next_handle;
 
+static struct usd_id *find(uint32_t h)
+{
+	if (!tabsz)
+		return NULL;
+	for (struct usd_id *id = tab[h & (tabsz - 1)]; id; id = id->hnext)
+		if (id->handle == h)
+			return id;
+	return NULL;
+}
+
+/* Consecutive handles land in consecutive chains: a table as large as the
+ * ids it holds has chains of one, mostly. */
 static int grow(void)
 {
-	unsigned n = nslots ? nslots * 2 : 1024;
-	struct usd_id **s;
-	uint16_t *r;
-	uint32_t *f;
+	unsigned n = tabsz ? tabsz * 2 : 1024;
+	struct usd_id **t = calloc(n, sizeof(*t));
 
-	if (n > SLOT_MAX)
-		n = SLOT_MAX;
-	if (n <= nslots)
+	if (!t)
 		return -1;
-	s = realloc(slots, n * sizeof(*s));
-	if (!s)
-		return -1;
-	slots = s;
-	r = realloc(reuse, n * sizeof(*r));
-	if (!r)
-		return -1;
-	reuse = r;
-	f = realloc(freelist, n * sizeof(*f));
-	if (!f)
-		return -1;
-	freelist = f;
-	for (unsigned i = n; i-- > nslots;) {
-		slots[i] = NULL;
-		reuse[i] = 0;
-		if (i) /* slot 0 is never used: handle 0 means "none" */
-			freelist[nfree++] = i;
-	}
-	nslots = n;
+	for (unsigned i = 0; i < tabsz; i++)
+		while (tab[i]) {
+			struct usd_id *id = tab[i];
+
+			tab[i] = id->hnext;
+			id->hnext = t[id->handle & (n - 1)];
+			t[id->handle & (n - 1)] = id;
+		}
+	free(tab);
+	tab = t;
+	tabsz = n;
 	return 0;
 }
 
 struct usd_id *usd_id_new(struct usd_client *cl, struct rdma_cm_id *cm, uint32_t chan)
 {
 	struct usd_id *id;
-	uint32_t s;
+	uint32_t h;
 	int err = usd_charge(cl, USD_IDS, 1);
 
 	if (err) {
 		errno = err;
 		return NULL;
 	}
-	if ((!nfree && grow() < 0) || !(id = calloc(1, sizeof(*id)))) {
+	if (used >= IDS_MAX || (used >= tabsz && grow() < 0) || !(id = calloc(1, sizeof(*id)))) {
 		usd_uncharge(cl, USD_IDS, 1);
 		errno = ENOMEM;
 		return NULL;
 	}
-	s = freelist[--nfree];
-	reuse[s] = (uint16_t)((reuse[s] + 1) & 0xFFF);
-	id->handle = ((uint32_t)reuse[s] << SLOT_BITS) | s;
+	/* handle 0 means "none"; after a wrap, skip the ones still held */
+	do
+		h = ++next_handle;
+	while (h == 0 || find(h));
+	id->handle = h;
 	id->cm = cm;
 	id->cl = cl;
 	id->chan = chan;
-	slots[s] = id;
+	id->hnext = tab[h & (tabsz - 1)];
+	tab[h & (tabsz - 1)] = id;
 	used++;
 	id->next = cl->ids;
 	if (cl->ids)
@@ -89,10 +94,9 @@ struct usd_id *usd_id_new(struct usd_client *cl, struct rdma_cm_id *cm, uint32_t
 
 struct usd_id *usd_id_get(struct usd_client *cl, uint32_t handle, int *err)
 {
-	uint32_t s = handle & (SLOT_MAX - 1);
-	struct usd_id *id = s < nslots ? slots[s] : NULL;
+	struct usd_id *id = handle ? find(handle) : NULL;
 
-	if (!id || id->handle != handle) {
+	if (!id) {
 		*err = ENOENT;
 		return NULL;
 	}
@@ -105,7 +109,7 @@ struct usd_id *usd_id_get(struct usd_client *cl, uint32_t handle, int *err)
 
 void usd_id_free(struct usd_id *id)
 {
-	uint32_t s = id->handle & (SLOT_MAX - 1);
+	struct usd_id **pp;
 
 	*id->pprev = id->next;
 	if (id->next)
@@ -120,8 +124,11 @@ void usd_id_free(struct usd_id *id)
 		usd_uncharge(id->cl, USD_ROUTES, 1);
 	if (id->joins)
 		usd_uncharge(id->cl, USD_JOINS, id->joins);
-	slots[s] = NULL;
-	freelist[nfree++] = s;
+	for (pp = &tab[id->handle & (tabsz - 1)]; *pp; pp = &(*pp)->hnext)
+		if (*pp == id) {
+			*pp = id->hnext;
+			break;
+		}
 	used--;
 	free(id);
 }

@@ -42,6 +42,7 @@ struct usd_id {
 	uint8_t resolving, routing;
 	unsigned joins;
 	struct usd_id *next, **pprev;   /* cl->ids */
+	struct usd_id *hnext;           /* the handle table's chain (usd_ids.c) */
 };
 
 struct usd_frame {                      /* an event waiting for room */
@@ -127,6 +128,11 @@ struct usd_client {
 	unsigned nids;
 	struct usd_frame *qhead, *qtail;
 	unsigned nqueued;
+	/* a migration with USP_MIGRATE_HOLD: no event is written into any of
+	 * its channels until its USP_REQUEUE end; the frames it gives back
+	 * (rq*) then go first, ahead of qhead */
+	int hold;
+	struct usd_frame *rqhead, *rqtail;
 	uint64_t use[USD_NRES];         /* what it holds (usd_limits.c) */
 	struct usd_uid *u;              /* its uid's accounting */
 	struct usd_client *rnext, *rprev;   /* u's clients with a request waiting */

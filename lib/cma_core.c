@@ -474,6 +474,13 @@ int cma_rx_fds(int *fds, int max)
 	return n;
 }
 
+void cma_rx_fds_later(void (*added)(int fd))
+{
+	pthread_mutex_lock(&g.lock);
+	g.rx_added = added;
+	pthread_mutex_unlock(&g.lock);
+}
+
 void cma_rx_fd(int fd)
 {
 	struct cma_port *p;
@@ -770,6 +777,10 @@ int cma_port_open(struct cma_port *p)
 		errno = e;
 		return -1;
 	}
+	/* uscmd reads the ports' fds in its main loop: this one too (a
+	 * port whose open at its start failed was read by nobody) */
+	if (g.rx_external && g.rx_added)
+		g.rx_added(um_port_fd(um));
 	if (p->sa)
 		cma_tx_sa_attach(p); /* its queries leave after g.lock (cma_tx.c) */
 	cma_tx_tables(p);            /* USCM_PCAP frames MADs with them */

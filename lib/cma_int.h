@@ -332,6 +332,7 @@ struct cma_global {
 	uint64_t path_cache_ns;
 	int max_backlog; /* rdma_listen's cap (USCM_MAX_BACKLOG) */
 	int rx_external; /* uscmd receives MADs in its main loop (cma_rx_fds) */
+	void (*rx_added)(int fd); /* ... and watches the fd of a port opened later */
 	int fault_event_alloc; /* USCM_FAULT_EVENT_ALLOC: completions get no heap */
 };
 extern struct cma_global g;
@@ -439,6 +440,11 @@ int cma_post_event(struct rdma_cm_id *cm_id, enum rdma_cm_event_type t, int stat
  * then on the progress thread runs only the timers), and
  * receive-and-handle for one that is readable (g.lock taken inside). */
 int cma_rx_fds(int *fds, int max);
+/* A port opened after cma_rx_fds (its first open failed: the CM class was
+ * taken, the port not there yet) gives its fd to added (called under
+ * g.lock, in the opening thread): the caller's loop must read it too, as
+ * nobody else does. */
+void cma_rx_fds_later(void (*added)(int fd));
 /* 1 when the channel has an event queued (no syscall). */
 int cma_chan_pending(struct rdma_event_channel *channel);
 void cma_rx_fd(int fd);

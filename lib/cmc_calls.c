@@ -113,11 +113,17 @@ int cmc_set_option(struct rdma_cm_id *cm_id, int level, int optname, void *optva
 	b.optlen = (uint32_t)optlen;
 	if (optlen)
 		memcpy(b.optval, optval, optlen);
+	/* RDMA_OPTION_IB_PATH resolves the route: its ROUTE_RESOLVED is queued
+	 * on the id's channel, also a synchronous id's, and not waited for
+	 * here (librdmacm's rdma_set_option is one write to the rdma_cm fd;
+	 * its own callers read the event: rdma_create_ep below) */
 	if (call_snap(id, USP_SET_OPTION, &b, offsetof(struct usp_set_option, optval) + optlen) < 0)
 		return -1;
-	/* RDMA_OPTION_IB_PATH resolves the route: ROUTE_RESOLVED follows */
-	if (level == RDMA_OPTION_IB && optname == RDMA_OPTION_IB_PATH)
-		return cmc_sync_wait(id);
+	/* the QP attributes that came with a connection request were computed
+	 * before the option (an ACK timeout, a TOS, a path): the accept asks
+	 * for them again, as the kernel's rdma_init_qp_attr reads the id's
+	 * options when the QP moves */
+	id->req_qp.valid = 0;
 	return 0;
 }
 
@@ -450,7 +456,7 @@ int cmc_create_ep(struct rdma_cm_id **out, struct rdma_addrinfo *res, struct ibv
 		goto fail;
 	if (res->ai_route_len && res->ai_route) {
 		if (rdma_set_option(cm_id, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, res->ai_route,
-				    res->ai_route_len) < 0)
+				    res->ai_route_len) < 0 || cmc_sync_wait(cmc_id_of(cm_id)) < 0)
 			goto fail;
 	} else if (rdma_resolve_route(cm_id, 2000) < 0) {
 		goto fail;

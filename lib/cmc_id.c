@@ -316,11 +316,58 @@ int cmc_destroy_id(struct rdma_cm_id *cm_id)
 	return 0;
 }
 
+/* Whether frame f is an event of id: a connection request is its
+ * listener's (as the kernel's event queue counts it). */
+static int frame_of(const struct usp_event *f, uint32_t handle)
+{
+	return f->event == RDMA_CM_EVENT_CONNECT_REQUEST ? f->listen_id == handle
+							 : f->h.id == handle;
+}
+
+/* rdma_migrate_id, after USP_MIGRATE_ID with USP_MIGRATE_HOLD: the frames
+ * uscmd already wrote into the old channel are read out and given back,
+ * id's to the new channel, the others to the old one, in their order and
+ * ahead of everything uscmd held meanwhile; so id's events move as the
+ * kernel's ucma_migrate_id moves them (a server that accepts on the
+ * listener's channel and then migrates the new id still gets its
+ * ESTABLISHED). Then the hold ends. A frame for neither (the old channel
+ * is id's private one, going away) is dropped. */
+static void move_events(struct cmc_id *id, struct cmc_chan *old, struct cmc_chan *nc)
+{
+	static const struct usp_requeue end = { .end = 1 };
+	struct usp_requeue rq;
+	int e = errno;
+
+	for (;;) {
+		ssize_t r = recv(old->ch.fd, &rq.ev, sizeof(rq.ev), MSG_DONTWAIT | MSG_TRUNC);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break; /* drained (or EOF: the daemon is gone) */
+		if (r != (ssize_t)sizeof(rq.ev) || rq.ev.h.op != USP_EVENT)
+			continue;
+		if (frame_of(&rq.ev, id->handle))
+			rq.chan = nc->handle;
+		else if (!old->sync)
+			rq.chan = old->handle;
+		else
+			continue;
+		rq.end = 0;
+		/* refused (uscmd's queue limits): that event is lost, as a CM
+		 * event over the limits would be */
+		cmc_call(USP_REQUEUE, 0, &rq, sizeof(rq), NULL, 0, -1, NULL);
+	}
+	cmc_call(USP_REQUEUE, 0, &end, sizeof(end), NULL, 0, -1, NULL);
+	errno = e;
+}
+
 int cmc_migrate_id(struct rdma_cm_id *cm_id, struct rdma_event_channel *channel)
 {
 	struct cmc_id *id = cmc_id_of(cm_id);
 	struct cmc_chan *nc = (struct cmc_chan *)channel, *old;
 	struct usp_chan b;
+	struct usp_int held = { 0 };
 
 	if (!id)
 		return cma_fail(EINVAL);
@@ -339,7 +386,10 @@ int cmc_migrate_id(struct rdma_cm_id *cm_id, struct rdma_event_channel *channel)
 		return 0;
 	memset(&b, 0, sizeof(b));
 	b.chan = nc->handle;
-	if (cmc_call(USP_MIGRATE_ID, id->handle, &b, sizeof(b), NULL, 0, -1, NULL) < 0) {
+	/* the old channel is read while uscmd holds every event of ours */
+	if (old && !old->eof && !old->dead)
+		b.flags = USP_MIGRATE_HOLD;
+	if (cmc_call(USP_MIGRATE_ID, id->handle, &b, sizeof(b), &held, sizeof(held), -1, NULL) < 0) {
 		int e = errno;
 		if (nc->sync)
 			chan_free(nc);
@@ -350,6 +400,10 @@ int cmc_migrate_id(struct rdma_cm_id *cm_id, struct rdma_event_channel *channel)
 	id->id.channel = &nc->ch;
 	id->sync = nc->sync;
 	pthread_mutex_unlock(&cmc.lock);
+	/* uscmd holds our events only when the old channel had frames
+	 * unread (a reply without a body: it held none) */
+	if (held.v)
+		move_events(id, old, nc);
 	if (old && old->sync)
 		chan_free(old);
 	return 0;

@@ -51,6 +51,7 @@ static const struct usp_row rows[USP_OP_MAX] = {
 	ROW0(USP_STATS, "stats"),
 	ROW0(USP_STATUS, "status"),
 	VROW(USP_QP_ATTRS, "qp_attrs", struct usp_conn, pdata, pdata_len, USP_PDATA_MAX),
+	ROW(USP_REQUEUE, "requeue", struct usp_requeue),
 };
 
 const char *usp_op_name(uint16_t op)

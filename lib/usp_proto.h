@@ -73,6 +73,7 @@ enum usp_op {
 	USP_STATS,
 	USP_STATUS,
 	USP_QP_ATTRS,
+	USP_REQUEUE,
 	USP_OP_MAX,
 	USP_EVENT = 0x100,      /* on a channel socket */
 	USP_REPLY = 0x8000,     /* | the request's op */
@@ -118,7 +119,19 @@ struct usp_snap {
  * another kind of fd, is refused (EPROTO / EINVAL). */
 struct usp_hello { uint32_t version; uint32_t pid; };
 struct usp_hello_rep { uint32_t client; uint32_t max_ids; };
-struct usp_chan { uint32_t chan; uint32_t pad; };
+/* USP_CHAN_DESTROY, USP_CHAN_CREATE's reply, USP_MIGRATE_ID (flags:
+ * USP_MIGRATE_HOLD). */
+struct usp_chan { uint32_t chan; uint32_t flags; };
+/* USP_MIGRATE_ID: the id's events go to chan from now on, the ones waiting
+ * in uscmd for room included. With USP_MIGRATE_HOLD, when the old channel
+ * has frames unread, uscmd also writes no event of the client into any
+ * channel until a USP_REQUEUE with end set (the reply, a usp_int, says
+ * whether it holds: 1, or 0 when the old channel was empty):
+ * the library reads what the old channel holds meanwhile and gives it back
+ * with USP_REQUEUE (the migrated id's frames to the new channel, the rest
+ * to the old one), so that the id's events move as the kernel's
+ * ucma_migrate_id moves them, in order. */
+#define USP_MIGRATE_HOLD 1u
 struct usp_create_id { uint32_t chan; uint32_t ps; uint32_t qp_type; uint32_t pad; };
 struct usp_handle { uint32_t handle; uint32_t pad; };
 struct usp_addr { struct sockaddr_storage addr; };
@@ -199,6 +212,17 @@ struct usp_event {
 	struct usp_snap snap;   /* the id after the event */
 	struct usp_qp_attrs qp; /* CONNECT_RESPONSE, RC CONNECT_REQUEST: INIT/RTR/RTS */
 	uint8_t pdata[USP_PDATA_MAX];
+};
+
+/* USP_REQUEUE (only while a USP_MIGRATE_HOLD holds): ev, a frame the
+ * library read from a channel, is written to channel chan ahead of every
+ * event uscmd held meanwhile, in the order given. end: no frame; the hold
+ * ends and the held events follow. A frame for an id the client no longer
+ * has is dropped. */
+struct usp_requeue {
+	uint32_t chan;
+	uint32_t end;
+	struct usp_event ev;
 };
 
 /* The body size of a request op; for the variable ones (a trailing array),

@@ -72,6 +72,7 @@ static int expect(uint16_t op, size_t *fixed, size_t *whole, size_t *count_off, 
 	NONE(USP_STATS);
 	NONE(USP_STATUS);
 	VAR(USP_QP_ATTRS, struct usp_conn, pdata, pdata_len, USP_PDATA_MAX);
+	FIX(USP_REQUEUE, struct usp_requeue);
 	default:
 		return -1;
 	}

@@ -210,37 +210,38 @@ Test(events, destroy_drops_events_never_retrieved)
 Test(events, migrate_moves_pending_events)
 {
 	struct rdma_event_channel *c1 = rdma_create_event_channel(), *c2 = rdma_create_event_channel();
-	struct rdma_cm_id *id;
+	struct rdma_cm_id *id, *other;
 	struct rdma_cm_event *ev;
-	/* daemon mode: an event uscmd already wrote into the old channel stays
-	 * there (docs/library.md); later ones go to the new channel */
-	int daemon = getenv("USCM_TEST_DAEMON") && atoi(getenv("USCM_TEST_DAEMON"));
 
 	cr_assert(c1 && c2);
 	cr_assert_eq(rdma_create_id(c1, &id, NULL, RDMA_PS_TCP), 0);
+	cr_assert_eq(rdma_create_id(c1, &other, NULL, RDMA_PS_TCP), 0);
+	/* kernel (ucma_move_events): the id's queued events go along, in
+	 * order; another id's stay, in theirs */
+	rdma_write_cm_event(other, RDMA_CM_EVENT_USER, 0, 1);
 	rdma_write_cm_event(id, RDMA_CM_EVENT_USER, 0, 5);
+	rdma_write_cm_event(other, RDMA_CM_EVENT_USER, 0, 2);
+	rdma_write_cm_event(id, RDMA_CM_EVENT_USER, 0, 6);
 	cr_assert_eq(rdma_migrate_id(id, c2), 0);
 	cr_expect_eq(id->channel, c2);
-	if (daemon) {
-		cr_expect(readable(c1->fd));
-		cr_expect_not(readable(c2->fd));
-		cr_assert_eq(rdma_get_cm_event(c1, &ev), 0);
-		cr_expect_eq(ev->param.arg, 5);
+	rdma_write_cm_event(id, RDMA_CM_EVENT_USER, 0, 7);
+	for (int i = 5; i <= 7; i++) {
+		cr_assert(readable(c2->fd));
+		cr_assert_eq(rdma_get_cm_event(c2, &ev), 0);
+		cr_expect_eq(ev->param.arg, (uint64_t)i);
 		cr_expect_eq(ev->id, id);
 		rdma_ack_cm_event(ev);
-		rdma_write_cm_event(id, RDMA_CM_EVENT_USER, 0, 6);
-		cr_expect_not(readable(c1->fd));
-		cr_expect(readable(c2->fd));
-		cr_assert_eq(rdma_get_cm_event(c2, &ev), 0);
-		cr_expect_eq(ev->param.arg, 6);
-		rdma_ack_cm_event(ev);
-	} else {
-		cr_expect_not(readable(c1->fd));
-		cr_expect(readable(c2->fd));
-		cr_assert_eq(rdma_get_cm_event(c2, &ev), 0);
-		cr_expect_eq(ev->param.arg, 5);
+	}
+	cr_expect_not(readable(c2->fd));
+	for (int i = 1; i <= 2; i++) {
+		cr_assert(readable(c1->fd));
+		cr_assert_eq(rdma_get_cm_event(c1, &ev), 0);
+		cr_expect_eq(ev->param.arg, (uint64_t)i);
+		cr_expect_eq(ev->id, other);
 		rdma_ack_cm_event(ev);
 	}
+	cr_expect_not(readable(c1->fd));
+	rdma_destroy_id(other);
 	/* To a private channel (synchronous) and back. */
 	cr_assert_eq(rdma_migrate_id(id, NULL), 0);
 	cr_expect_neq(id->channel, c2);

@@ -563,6 +563,67 @@ Test(death, daemon_killed_and_restarted)
 	rdma_destroy_event_channel(ch);
 }
 
+/* Node 1 in process mode: a listener, so this process owns the port's CM
+ * agent until the parent says go. */
+static void port_holder(int mode, struct lt_pipes *p)
+{
+	struct sockaddr_in a = lt_sin("127.10.0.1", 7790);
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	char c;
+
+	(void)mode;
+	setenv("USCM_SIM_NODE", "node1", 1);
+	setenv("USCM_MODE", "inproc", 1);
+	unsetenv("USCM_SOCKET");
+	LT_CK((ch = rdma_create_event_channel()));
+	LT_CK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0);
+	LT_CK(rdma_bind_addr(id, (struct sockaddr *)&a) == 0);
+	LT_CK(rdma_listen(id, 1) == 0);
+	LT_CK(write(p->ready[1], "r", 1) == 1);
+	LT_CK(read(p->go[0], &c, 1) == 1);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	_exit(0);
+}
+
+/* A port whose CM agent uscmd could not open when it started (another
+ * process owned it) and that a later rdma_listen opens is read by uscmd's
+ * main loop like the others: the connection through it completes (uscmd
+ * used to watch only the fds of the ports open at its start, and nobody
+ * read this one's MADs). */
+Test(death, port_opened_after_the_start_is_read)
+{
+	struct lt_pipes p;
+	pid_t holder;
+	char *out = NULL, *log = NULL;
+
+	dstart("ib", 2);
+	cr_assert_eq(lt_sh(&out, "%s/uscm-sim uscmd --dir %s node1 stop 2>&1", lt_bin(),
+			   getenv("USCM_SIM_DIR")),
+		     0, "%s", out);
+	free(out);
+	out = NULL;
+	holder = lt_spawn(port_holder, 0, &p);
+	setenv("USCM_WAIT_FOR_PORTS", "1", 1);
+	cr_assert_eq(lt_sh(&out, "%s/uscm-sim uscmd --dir %s node1 start 2>&1", lt_bin(),
+			   getenv("USCM_SIM_DIR")),
+		     0, "uscmd did not start beside the port's owner: %s", out);
+	free(out);
+	out = NULL;
+	unsetenv("USCM_WAIT_FOR_PORTS");
+	lt_sh(&log, "cat %s/node1/uscmd.log", getenv("USCM_SIM_DIR"));
+	cr_expect(strstr(log, "serving (--wait-for-ports)"), "uscmd opened the port anyway:\n%s", log);
+	free(log);
+	cr_assert_eq(write(p.go[1], "g", 1), 1);
+	lt_reap(holder);
+	/* the port is free: rping's listen opens it in uscmd */
+	out = dpair("rping", 1, "rping -s -a 127.10.0.1 -C 3", 2, "rping -c -a 127.10.0.1 -v -C 3",
+		    1, "later");
+	cr_expect_eq(count(out, "ping data: rdma-ping-"), 3, "%s", out);
+	free(out);
+}
+
 /* ---- fork ------------------------------------------------------------------------------- */
 
 Test(hostwide, child_of_a_process_that_used_the_library_connects)

@@ -301,3 +301,47 @@ Test(isolation, hello_needs_a_route_socket)
 	close(sv[0]);
 	close(fd);
 }
+
+/* A stale handle never names a newer id: 5000 ids made and destroyed one
+ * after the other (each could take the freed id's place) get handles of
+ * their own, and a request with the first one's handle is ENOENT while
+ * each of them lives, acting on none of them. (With a slot's 12-bit reuse
+ * count and the slot freed last reused first, the 4096th named it.) */
+Test(isolation, a_stale_handle_never_names_a_newer_id)
+{
+	int a, chan_fd, err;
+	uint32_t c, stale, h = 0;
+	struct usp_snap snap;
+	int aliased = -1;
+
+	lt_fabric_start_daemon("ib", 1);
+	a = raw_connect(1);
+	cr_assert_eq(hello(a), 0);
+	c = new_chan(a, &chan_fd);
+	stale = new_id(a, c, &err);
+	cr_assert_eq(err, 0, "create_id: %s", strerror(err));
+	cr_assert_eq(req(a, USP_DESTROY_ID, stale, NULL, 0, -1, NULL, 0), 0);
+	for (int i = 0; i < 5000; i++) {
+		h = new_id(a, c, &err);
+		cr_assert_eq(err, 0, "create_id %d: %s", i, strerror(err));
+		if (h == stale && aliased < 0)
+			aliased = i;
+		err = req(a, USP_QUERY, stale, NULL, 0, -1, &snap, sizeof(snap));
+		if (err != ENOENT) {
+			cr_assert_fail("cycle %d: the stale handle %#x answered %d (%s), the new id is %#x", i,
+				       stale, err, err ? strerror(err) : "it acted on the new id", h);
+		}
+		cr_assert_eq(req(a, USP_DESTROY_ID, h, NULL, 0, -1, NULL, 0), 0);
+	}
+	cr_expect_eq(aliased, -1, "id %d got the stale handle %#x", aliased, stale);
+	/* the last one's handle is stale too now; a live id is found */
+	cr_expect_eq(req(a, USP_QUERY, h, NULL, 0, -1, NULL, 0), ENOENT);
+	h = new_id(a, c, &err);
+	cr_assert_eq(err, 0);
+	cr_expect_eq(req(a, USP_QUERY, h, NULL, 0, -1, &snap, sizeof(snap)), 0);
+	cr_expect_eq(req(a, USP_DESTROY_ID, stale, NULL, 0, -1, NULL, 0), ENOENT);
+	cr_expect_eq(req(a, USP_QUERY, h, NULL, 0, -1, &snap, sizeof(snap)), 0,
+		     "the live id survived a destroy with a stale handle");
+	close(chan_fd);
+	close(a);
+}
