@@ -306,7 +306,7 @@ int cmc_destroy_id(struct rdma_cm_id *cm_id)
 		struct cmc_mc *m = id->mcs;
 
 		id->mcs = m->next;
-		free(m);
+		cmc_mc_free(m);
 	}
 	free(id->ep_qp_attr);
 	rdma_freeaddrinfo(id->ai);
@@ -442,6 +442,13 @@ static int conn_response(struct cmc_id *id, const struct usp_qp_attrs *qa)
 	if (cmc_call(USP_ESTABLISH | USP_F_NOREPLY, id->handle, NULL, 0, NULL, 0, -1, NULL) < 0)
 		return -errno;
 	return 0;
+}
+
+void cmc_mc_free(struct cmc_mc *m)
+{
+	if (m->ipfd >= 0)
+		close(m->ipfd); /* leaves its IP group (lib/cmc_calls.c) */
+	free(m);
 }
 
 static void mc_attach(struct cmc_id *id, struct cmc_mc *m, const struct ibv_ah_attr *ah)
