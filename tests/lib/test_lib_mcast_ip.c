@@ -1,0 +1,127 @@
+/*
+ * RoCE multicast joins the IP group on the port's netdev, as the kernel's
+ * rdma_cm does (lib/cma_mcast.c, cma_mc_ip_hold): on a fabric started with
+ * --netns, node i's RoCE GID is bound to the interface uscm<i> of the
+ * fabric's namespace, and an unmodified `mckey` receiver there holds
+ * 239.1.2.3 on uscm1 — as /proc/net/igmp lists it — while it is joined,
+ * and not after it left (its normal exit) or was killed. In process, and
+ * through uscmd (test_lib_mcast_ip_daemon), where the client holds the
+ * group in its own namespace. Root only (network namespaces).
+ */
+#include <arpa/inet.h>
+#include <signal.h>
+
+#include "apptest.h"
+
+#define GROUP "239.1.2.3"
+
+TestSuite(mcast_ip, .init = NULL, .fini = lt_fabric_stop, .timeout = 120);
+
+static void need(void)
+{
+	lt_need("mckey", "rdmacm-utils");
+	app_fabric_start("roce", 1);
+}
+
+/* The interfaces whose IPv4 groups, as node 1's namespace's /proc/net/igmp
+ * lists them, include GROUP: "uscm1 " per holder, "" for none (malloc'd). */
+static char *holders(void)
+{
+	char *out = NULL, *res = calloc(1, 512), hex[16], dev[32] = "";
+	struct in_addr a;
+
+	cr_assert(res);
+	inet_pton(AF_INET, GROUP, &a);
+	/* the kernel prints the group as the 32-bit word it stores, in the
+	 * host's byte order */
+	snprintf(hex, sizeof(hex), "%08X", a.s_addr);
+	cr_assert_eq(app_client(1, 10, "cat /proc/net/igmp", &out), 0, "%s", out);
+	for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n")) {
+		char name[32];
+		int idx;
+
+		/* "3\tuscm1     :     2      V3": a device; "\t\t\t\t030201EF ...": its group */
+		if (l[0] != '\t' && sscanf(l, "%d %31s", &idx, name) == 2) {
+			snprintf(dev, sizeof(dev), "%s", name);
+			continue;
+		}
+		if (strstr(l, hex) && strlen(res) + strlen(dev) + 2 < 512) {
+			strcat(res, dev);
+			strcat(res, " ");
+		}
+	}
+	free(out);
+	return res;
+}
+
+/* Waits (ms) until the holders are want; their last reading (malloc'd). */
+static char *holders_become(const char *want, int ms)
+{
+	char *h = NULL;
+
+	for (int t = 0; t <= ms; t += 100) {
+		free(h);
+		h = holders();
+		if (!strcmp(h, want))
+			break;
+		usleep(100 * 1000);
+	}
+	return h;
+}
+
+/* A receiver of node 1 (its pid in lt_dir/mckey.pid), joined (its output
+ * line-buffered: mckey says so on a stdout that is a file). */
+static void receiver(int count)
+{
+	char cmd[600];
+
+	snprintf(cmd, sizeof(cmd),
+		 "sh -c 'echo $$ >%s/mckey.pid; exec stdbuf -oL mckey -m " GROUP " -b 127.10.0.1 -C %d'", lt_dir,
+		 count);
+	app_server(1, 60, cmd);
+	cr_assert(app_server_says("joined dgid", 20000), "the receiver did not join:\n%s",
+		  app_server_out());
+}
+
+/* Joined, the group is on uscm1 (the netdev of node 1's GID) and nowhere
+ * else; the receiver's normal exit (rdma_leave_multicast, then
+ * rdma_destroy_id) leaves it. */
+Test(mcast_ip, joined_on_the_ports_netdev_then_left)
+{
+	char *h, *out = NULL;
+
+	need();
+	h = holders();
+	cr_assert_str_eq(h, "", "the group before any join: %s", h);
+	free(h);
+	receiver(2);
+	h = holders_become("uscm1 ", 5000);
+	cr_expect_str_eq(h, "uscm1 ", "the receiver's group is held on uscm1 only, held on: \"%s\"", h);
+	free(h);
+	cr_expect_eq(app_client(2, 30, "mckey -m " GROUP " -b 127.10.0.2 -s -C 2", &out), 0, "%s",
+		     out);
+	free(out);
+	cr_expect_eq(app_server_rc(20000), 0, "the receiver:\n%s", app_server_out());
+	h = holders_become("", 5000);
+	cr_expect_str_eq(h, "", "after the leave the group is still held on \"%s\"", h);
+	free(h);
+}
+
+/* A receiver killed with SIGKILL leaves no group behind. */
+Test(mcast_ip, killed_receiver_leaves_it)
+{
+	char *h, *pid = NULL;
+
+	need();
+	receiver(1000);
+	h = holders_become("uscm1 ", 5000);
+	cr_expect_str_eq(h, "uscm1 ", "held on: \"%s\"", h);
+	free(h);
+	cr_assert_eq(lt_sh(&pid, "cat %s/mckey.pid", lt_dir), 0);
+	cr_assert_eq(kill(atoi(pid), SIGKILL), 0, "mckey pid %s", pid);
+	free(pid);
+	h = holders_become("", 5000);
+	cr_expect_str_eq(h, "", "after the kill the group is still held on \"%s\"", h);
+	free(h);
+	cr_expect_neq(app_server_rc(20000), 0);
+}
