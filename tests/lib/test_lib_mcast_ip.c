@@ -6,7 +6,8 @@
  * 239.1.2.3 on uscm1 — as /proc/net/igmp lists it — while it is joined,
  * and not after it left (its normal exit) or was killed. In process, and
  * through uscmd (test_lib_mcast_ip_daemon), where the client holds the
- * group in its own namespace. Root only (network namespaces).
+ * group in its own namespace. The IP join's failure fails the join; a
+ * send-only member joins no IP group. Root only (network namespaces).
  */
 #include <arpa/inet.h>
 #include <signal.h>
@@ -124,4 +125,25 @@ Test(mcast_ip, killed_receiver_leaves_it)
 	cr_expect_str_eq(h, "", "after the kill the group is still held on \"%s\"", h);
 	free(h);
 	cr_expect_neq(app_server_rc(20000), 0);
+}
+
+/* The IP join's failure is the join's, as in the kernel (there: ENODEV, a
+ * netdev without IPv4): with net.ipv4.igmp_max_memberships 0 in the
+ * namespace a socket may join no group, and rdma_join_multicast fails with
+ * setsockopt's ENOBUFS. A send-only member joins no IP group (the kernel
+ * neither), so its join still succeeds. */
+Test(mcast_ip, ip_join_failure_fails_the_join)
+{
+	char *out = NULL;
+
+	need();
+	cr_assert_eq(app_client(1, 10, "sysctl -qw net.ipv4.igmp_max_memberships=0", &out), 0, "%s",
+		     out);
+	free(out);
+	cr_expect_neq(app_client(1, 20, "mckey -m " GROUP " -b 127.10.0.1 -C 1", &out), 0, "%s", out);
+	cr_expect(strstr(out, "failure joining: No buffer space available"), "%s", out);
+	free(out);
+	cr_expect_eq(app_client(1, 20, "mckey -m " GROUP " -b 127.10.0.1 -s -o -C 1", &out), 0,
+		     "the send-only member:\n%s", out);
+	free(out);
 }
