@@ -4,12 +4,19 @@
  * --netns, node i's RoCE GID is bound to the interface uscm<i> of the
  * fabric's namespace, and an unmodified `mckey` receiver there holds
  * 239.1.2.3 on uscm1 — as /proc/net/igmp lists it — while it is joined,
- * and not after it left (its normal exit) or was killed. In process, and
+ * and not after it left (its normal exit) or was killed; a process of the
+ * library's own that stays leaves it with rdma_leave_multicast and with
+ * rdma_destroy_id, and holds none as a send-only member. In process, and
  * through uscmd (test_lib_mcast_ip_daemon), where the client holds the
  * group in its own namespace. The IP join's failure fails the join; a
  * send-only member joins no IP group. Root only (network namespaces).
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* setns */
+#endif
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 
 #include "apptest.h"
@@ -146,4 +153,100 @@ Test(mcast_ip, ip_join_failure_fails_the_join)
 	cr_expect_eq(app_client(1, 20, "mckey -m " GROUP " -b 127.10.0.1 -s -o -C 1", &out), 0,
 		     "the send-only member:\n%s", out);
 	free(out);
+}
+
+/* ---- leave and destroy in a process that stays ------------------------------------ */
+
+static char ns_path[64]; /* the fabric's namespace, for the child */
+
+/* Waits for the id's next event; 0 if it is t with status 0. */
+static int next_is(struct rdma_event_channel *ch, enum rdma_cm_event_type t)
+{
+	struct rdma_cm_event *ev = lt_event(ch, 10000);
+	int ok = ev && ev->event == t && ev->status == 0;
+
+	if (ev)
+		rdma_ack_cm_event(ev);
+	return ok ? 0 : -1;
+}
+
+static int join(struct rdma_cm_id *id, struct sockaddr *g, uint32_t flags)
+{
+	struct rdma_cm_join_mc_attr_ex a;
+
+	memset(&a, 0, sizeof(a));
+	a.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
+	a.join_flags = flags;
+	a.addr = g;
+	return rdma_join_multicast_ex(id, &a, NULL);
+}
+
+/* Node 1 in the fabric's namespace: a full member (says 'j'), left ('l'),
+ * a send-only member ('s'), a full member again ('J'), its id destroyed
+ * without a leave ('d'); it waits for the parent's go after each. */
+static void member(int mode, struct lt_pipes *p)
+{
+	struct sockaddr_in src = lt_sin("127.10.0.1", 0), grp = lt_sin(GROUP, 0);
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	int fd = open(ns_path, O_RDONLY | O_CLOEXEC);
+	char c;
+
+	(void)mode;
+	LT_CK(fd >= 0 && setns(fd, CLONE_NEWNET) == 0);
+	close(fd);
+	lt_node(1);
+	LT_CK((ch = rdma_create_event_channel()) != NULL);
+	LT_CK(rdma_create_id(ch, &id, NULL, RDMA_PS_UDP) == 0);
+	LT_CK(rdma_resolve_addr(id, (struct sockaddr *)&src, (struct sockaddr *)&grp, 2000) == 0);
+	LT_CK(next_is(ch, RDMA_CM_EVENT_ADDR_RESOLVED) == 0);
+	LT_CK(join(id, (struct sockaddr *)&grp, RDMA_MC_JOIN_FLAG_FULLMEMBER) == 0);
+	LT_CK(next_is(ch, RDMA_CM_EVENT_MULTICAST_JOIN) == 0);
+	LT_CK(write(p->ready[1], "j", 1) == 1 && read(p->go[0], &c, 1) == 1);
+	LT_CK(rdma_leave_multicast(id, (struct sockaddr *)&grp) == 0);
+	LT_CK(write(p->ready[1], "l", 1) == 1 && read(p->go[0], &c, 1) == 1);
+	LT_CK(join(id, (struct sockaddr *)&grp, RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER) == 0);
+	LT_CK(next_is(ch, RDMA_CM_EVENT_MULTICAST_JOIN) == 0);
+	LT_CK(write(p->ready[1], "s", 1) == 1 && read(p->go[0], &c, 1) == 1);
+	LT_CK(rdma_leave_multicast(id, (struct sockaddr *)&grp) == 0);
+	LT_CK(join(id, (struct sockaddr *)&grp, RDMA_MC_JOIN_FLAG_FULLMEMBER) == 0);
+	LT_CK(next_is(ch, RDMA_CM_EVENT_MULTICAST_JOIN) == 0);
+	LT_CK(write(p->ready[1], "J", 1) == 1 && read(p->go[0], &c, 1) == 1);
+	LT_CK(rdma_destroy_id(id) == 0);
+	LT_CK(write(p->ready[1], "d", 1) == 1 && read(p->go[0], &c, 1) == 1);
+	rdma_destroy_event_channel(ch);
+}
+
+Test(mcast_ip, leave_and_destroy_leave_it_send_only_holds_none)
+{
+	static const struct {
+		char says;
+		const char *held;
+	} steps[] = { { 'j', "uscm1 " }, { 'l', "" }, { 's', "" }, { 'J', "uscm1 " }, { 'd', "" } };
+	struct lt_pipes p;
+	char *pid = NULL, cmd[400], path[300];
+	pid_t child;
+
+	need();
+	/* a process of the fabric's namespace, whose ns/net the child joins */
+	snprintf(cmd, sizeof(cmd), "sh -c 'echo $$ >%s/ns.pid; exec sleep 60'", lt_dir);
+	app_server(1, 70, cmd);
+	snprintf(path, sizeof(path), "%s/ns.pid", lt_dir);
+	cr_assert(lt_wait_until(lt_file_size(path) > 0, 10000));
+	cr_assert_eq(lt_sh(&pid, "cat %s/ns.pid", lt_dir), 0);
+	snprintf(ns_path, sizeof(ns_path), "/proc/%d/ns/net", atoi(pid));
+	child = lt_fork_child(member, 0, &p);
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		char *h;
+
+		cr_assert_eq(lt_child_says(&p, 20000, "the member did not go on"), steps[i].says);
+		h = holders_become(steps[i].held, 3000);
+		cr_expect_str_eq(h, steps[i].held, "after '%c' the group is held on \"%s\", not \"%s\"",
+				 steps[i].says, h, steps[i].held);
+		free(h);
+		cr_assert_eq(write(p.go[1], "g", 1), 1);
+	}
+	lt_reap(child);
+	kill(atoi(pid), SIGTERM);
+	free(pid);
 }
