@@ -584,6 +584,13 @@ static struct cmc_event *removal_event(struct cmc_chan *c, struct cmc_event **sp
 			if (id->chan == c && !id->removed) {
 				id->removed = 1;
 				hit = id;
+				/* its memberships went with uscmd: so do their IP
+				 * groups, as the kernel's device removal leaves them */
+				for (struct cmc_mc *m = id->mcs; m; m = m->next)
+					if (m->ipfd >= 0) {
+						close(m->ipfd);
+						m->ipfd = -1;
+					}
 				break;
 			}
 	pthread_mutex_unlock(&cmc.lock);

@@ -8,7 +8,7 @@
  * library's own that stays leaves it with rdma_leave_multicast and with
  * rdma_destroy_id, and holds none as a send-only member. In process, and
  * through uscmd (test_lib_mcast_ip_daemon), where the client holds the
- * group in its own namespace. The IP join's failure fails the join; a
+ * group in its own namespace and drops it when uscmd dies (DEVICE_REMOVAL). The IP join's failure fails the join; a
  * send-only member joins no IP group. Root only (network namespaces).
  */
 #ifndef _GNU_SOURCE
@@ -246,6 +246,70 @@ Test(mcast_ip, leave_and_destroy_leave_it_send_only_holds_none)
 		free(h);
 		cr_assert_eq(write(p.go[1], "g", 1), 1);
 	}
+	lt_reap(child);
+	kill(atoi(pid), SIGTERM);
+	free(pid);
+}
+
+/* ---- uscmd goes away ----------------------------------------------------------------- */
+
+/* A full member of node 1 through uscmd ('j'), then its DEVICE_REMOVAL
+ * once uscmd is gone ('r'); it stays until the parent's go. */
+static void member_of_uscmd(int mode, struct lt_pipes *p)
+{
+	struct sockaddr_in src = lt_sin("127.10.0.1", 0), grp = lt_sin(GROUP, 0);
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+	int fd = open(ns_path, O_RDONLY | O_CLOEXEC);
+	char c;
+
+	(void)mode;
+	LT_CK(fd >= 0 && setns(fd, CLONE_NEWNET) == 0);
+	close(fd);
+	lt_node(1);
+	LT_CK((ch = rdma_create_event_channel()) != NULL);
+	LT_CK(rdma_create_id(ch, &id, NULL, RDMA_PS_UDP) == 0);
+	LT_CK(rdma_resolve_addr(id, (struct sockaddr *)&src, (struct sockaddr *)&grp, 2000) == 0);
+	LT_CK(next_is(ch, RDMA_CM_EVENT_ADDR_RESOLVED) == 0);
+	LT_CK(join(id, (struct sockaddr *)&grp, RDMA_MC_JOIN_FLAG_FULLMEMBER) == 0);
+	LT_CK(next_is(ch, RDMA_CM_EVENT_MULTICAST_JOIN) == 0);
+	LT_CK(write(p->ready[1], "j", 1) == 1);
+	LT_CK(next_is(ch, RDMA_CM_EVENT_DEVICE_REMOVAL) == 0);
+	LT_CK(write(p->ready[1], "r", 1) == 1 && read(p->go[0], &c, 1) == 1);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+}
+
+/* Through uscmd: when uscmd dies its clients' ids get DEVICE_REMOVAL and
+ * their memberships are gone, IP groups included, while the client lives
+ * on (the kernel's device removal leaves them too). */
+Test(mcast_ip, uscmd_gone_leaves_it)
+{
+	struct lt_pipes p;
+	char *pid = NULL, *out = NULL, cmd[400], path[300];
+	pid_t child;
+
+	if (!getenv("USCM_TEST_DAEMON") || !atoi(getenv("USCM_TEST_DAEMON")))
+		tf_deselect("uscmd only (test_lib_mcast_ip_daemon)");
+	need();
+	snprintf(cmd, sizeof(cmd), "sh -c 'echo $$ >%s/ns.pid; exec sleep 60'", lt_dir);
+	app_server(1, 70, cmd);
+	snprintf(path, sizeof(path), "%s/ns.pid", lt_dir);
+	cr_assert(lt_wait_until(lt_file_size(path) > 0, 10000));
+	cr_assert_eq(lt_sh(&pid, "cat %s/ns.pid", lt_dir), 0);
+	snprintf(ns_path, sizeof(ns_path), "/proc/%d/ns/net", atoi(pid));
+	child = lt_fork_child(member_of_uscmd, 0, &p);
+	cr_assert_eq(lt_child_says(&p, 20000, "the member did not join"), 'j');
+	free(holders_become("uscm1 ", 3000));
+	cr_assert_eq(lt_sh(&out, "%s/uscm-sim uscmd --dir %s node1 kill 2>&1", lt_bin(),
+			   getenv("USCM_SIM_DIR")),
+		     0, "%s", out);
+	free(out);
+	cr_assert_eq(lt_child_says(&p, 20000, "no DEVICE_REMOVAL"), 'r');
+	out = holders();
+	cr_expect_str_eq(out, "", "uscmd is gone, the group is still held on \"%s\"", out);
+	free(out);
+	cr_assert_eq(write(p.go[1], "g", 1), 1);
 	lt_reap(child);
 	kill(atoi(pid), SIGTERM);
 	free(pid);
