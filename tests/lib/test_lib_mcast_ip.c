@@ -8,8 +8,8 @@
  * library's own that stays leaves it with rdma_leave_multicast and with
  * rdma_destroy_id, and holds none as a send-only member. In process, and
  * through uscmd (test_lib_mcast_ip_daemon), where the client holds the
- * group in its own namespace and drops it when uscmd dies (DEVICE_REMOVAL). The IP join's failure fails the join; a
- * send-only member joins no IP group. Root only (network namespaces).
+ * group in its own namespace and drops it when uscmd dies (DEVICE_REMOVAL).
+ * The IP join's failure fails the join. Root only (network namespaces).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* setns */
