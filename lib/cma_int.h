@@ -177,6 +177,7 @@ struct cma_mc {
 	struct cma_event *ev;       /* its JOIN / ERROR event, reserved at the join */
 	unsigned jobs;              /* its QP attach in flight (cma_qpjob.c): pinned */
 	int leaving;                /* rdma_leave_multicast / rdma_destroy_id took it */
+	int ipfd;                   /* RoCE: the socket holding the IP group on the netdev (-1: none) */
 };
 
 /* An IB multicast group as this process's port sees it: the JoinState the
@@ -722,6 +723,17 @@ int cma_addr_is_mc(const struct sockaddr *a);
  * a GID). 0, or -1 with errno. */
 int cma_mc_mgid(const struct cma_id *id, struct cma_port *p, const struct sockaddr *a,
 		uint8_t mgid[16]);
+/* RoCE: the IPv4 group a joined on interface ifindex by a socket of this
+ * process's namespace, as the kernel's rdma_cm joins it on the port's
+ * netdev (ip_mc_inc_group): the host's IP layer then accepts the group's
+ * RoCE v2 datagrams, and IGMP reports it. The membership lasts while the
+ * socket is open (closed by the kernel when the process dies). The fd, or
+ * -1 with errno (ENODEV: the netdev has no IPv4 configuration, as the
+ * kernel's join fails). */
+int cma_mc_ip_hold(const struct sockaddr *a, int ifindex);
+/* Whether a RoCE join of a through a GID of type gid_type needs the IP
+ * group: as the kernel, a full member's IPv4 group on a RoCE v2 GID. */
+int cma_mc_ip_wanted(const struct sockaddr *a, unsigned gid_type, uint32_t join_flags);
 /* Leaves every group of the id (rdma_destroy_id), lock held. */
 void cma_mc_leave_all(struct cma_id *id);
 /* The QP is going away: detach it from the groups it was attached to. */

@@ -17,12 +17,18 @@
  * -EINVAL (the SA refused) or -ETIMEDOUT (no answer).
  *
  * RoCE: no SA; the MGID is the address as a RoCE v2 GID (::ffff:a.b.c.d)
- * and MULTICAST_JOIN follows at once.
+ * and MULTICAST_JOIN follows at once. A full member's IPv4 group is also
+ * joined on the netdev of the id's source GID, as the kernel's rdma_cm
+ * does (cma_mc_ip_hold): without it the host's IP layer drops the group's
+ * RoCE v2 datagrams before they reach the RoCE device.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "lib/cma_int.h"
 #include "lib/cmc.h"
@@ -107,8 +113,17 @@ int cma_mc_mgid(const struct cma_id *id, struct cma_port *p, const struct sockad
 
 /* ---- events ------------------------------------------------------------------------ */
 
+/* The IP group goes with the membership (leave, destroy). */
+static void mc_ip_leave(struct cma_mc *m)
+{
+	if (m->ipfd >= 0)
+		close(m->ipfd);
+	m->ipfd = -1;
+}
+
 static void mc_free(struct cma_mc *m)
 {
+	mc_ip_leave(m);
 	free(m->ev); /* its event, if never needed */
 	free(m);
 }
@@ -411,6 +426,37 @@ static void grp_remove(struct cma_mc *m)
 
 /* ---- RoCE ------------------------------------------------------------------------------- */
 
+int cma_mc_ip_wanted(const struct sockaddr *a, unsigned gid_type, uint32_t join_flags)
+{
+	/* The kernel joins no IPv6 group (its RoCE v2 join of one fails
+	 * before), none for a RoCE v1 GID and none for a send-only member,
+	 * which receives nothing. */
+	return a->sa_family == AF_INET && gid_type == IBV_GID_TYPE_ROCE_V2 &&
+	       join_flags != RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER;
+}
+
+int cma_mc_ip_hold(const struct sockaddr *a, int ifindex)
+{
+	struct ip_mreqn mr;
+	int fd, e;
+
+	/* One socket per membership: a socket holds a group once per
+	 * interface (a second IP_ADD_MEMBERSHIP is EADDRINUSE) and at most
+	 * net.ipv4.igmp_max_memberships of them, and closing it leaves
+	 * exactly this membership's share of the host's group. */
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	memset(&mr, 0, sizeof(mr));
+	mr.imr_multiaddr = ((const struct sockaddr_in *)a)->sin_addr;
+	mr.imr_ifindex = ifindex;
+	if (setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof(mr)) == 0)
+		return fd;
+	e = errno;
+	close(fd);
+	return cma_fail(e);
+}
+
 static int roce_join(struct cma_mc *m)
 {
 	struct cma_id *id = m->id;
@@ -432,6 +478,18 @@ static int roce_join(struct cma_mc *m)
 	ah.grh.traffic_class = id->tos;
 	ah.sl = (uint8_t)(id->tos >> 5);
 	ah.port_num = id->id.port_num;
+	/* The IP group on the GID's netdev, as the kernel's join, which fails
+	 * with it. Only for this process's own ids: uscmd's clients hold
+	 * theirs in their own namespace (lib/cmc_calls.c). A GID bound to no
+	 * netdev the device reports (the simulated fabric outside a network
+	 * namespace) has no group to join. */
+	if (id->caller.self && idx >= 0 && id->port->gid_types && id->port->gid_ndevs &&
+	    idx < id->port->ngids && id->port->gid_ndevs[idx] &&
+	    cma_mc_ip_wanted((struct sockaddr *)&m->addr, id->port->gid_types[idx], m->join_flags)) {
+		m->ipfd = cma_mc_ip_hold((struct sockaddr *)&m->addr, (int)id->port->gid_ndevs[idx]);
+		if (m->ipfd < 0)
+			return -1;
+	}
 	mc_joined(m, &ah, cma_ud_qkey(id));
 	return 0;
 }
@@ -473,6 +531,7 @@ CMA_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *cm_id,
 		return cma_fail(ENOMEM);
 	}
 	m->id = id;
+	m->ipfd = -1;
 	memcpy(&m->addr, attr->addr, (size_t)len);
 	m->context = context;
 	m->join_flags = attr->join_flags;
@@ -576,6 +635,7 @@ CMA_EXPORT int rdma_leave_multicast(struct rdma_cm_id *cm_id, struct sockaddr *a
 	}
 	*pp = m->next;
 	m->leaving = 1;
+	mc_ip_leave(m);
 	cma_qpj_wait(id); /* an attach in flight, then the detach */
 	mc_detach(m);
 	cma_qpj_wait(id);
@@ -597,6 +657,7 @@ void cma_mc_leave_all(struct cma_id *id)
 		struct cma_mc *m = *pp;
 
 		m->leaving = 1;
+		mc_ip_leave(m);
 		grp_remove(m);
 		mc_purge(m);
 		if (m->events_out || m->jobs) {

@@ -487,6 +487,47 @@ void cmc_destroy_ep(struct rdma_cm_id *cm_id)
 
 /* ---- multicast ------------------------------------------------------------------------- */
 
+/* A RoCE join's IP group, as the in-process core holds it (cma_mcast.c),
+ * held here, in this process, not in uscmd: the socket must be of the
+ * client's network namespace, where the port's netdev is, and uscmd
+ * cannot make one there (setns needs CAP_SYS_ADMIN, which its sandbox
+ * does not have). The process's death closes it, as it ends the kernel's
+ * membership with the process's rdma_cm file; uscmd holds nothing for it.
+ * The netdev is the one the device reports for the id's source GID in our
+ * namespace. 0 with *fd set (-1: nothing to join), or -1 with errno. */
+static int mc_ip_join(const struct cmc_id *id, const struct sockaddr *a, uint32_t flags, int *fd)
+{
+	const union ibv_gid *sgid = &id->id.route.addr.addr.ibaddr.sgid;
+	struct ibv_port_attr pa;
+	struct ibv_gid_entry *t;
+	ssize_t n;
+	int ifindex = 0;
+	unsigned type = 0;
+
+	*fd = -1;
+	if (!id->id.verbs || a->sa_family != AF_INET ||
+	    ibv_query_port(id->id.verbs, id->id.port_num, &pa) != 0 ||
+	    pa.link_layer != IBV_LINK_LAYER_ETHERNET || pa.gid_tbl_len <= 0)
+		return 0;
+	t = calloc((size_t)pa.gid_tbl_len, sizeof(*t));
+	if (!t)
+		return cma_fail(ENOMEM);
+	n = ibv_query_gid_table(id->id.verbs, t, (size_t)pa.gid_tbl_len, 0);
+	for (ssize_t i = 0; i < n; i++)
+		if (t[i].port_num == id->id.port_num && !memcmp(t[i].gid.raw, sgid->raw, 16)) {
+			/* RoCE v2 first, as the core picks the source GID */
+			if (!ifindex || t[i].gid_type == IBV_GID_TYPE_ROCE_V2) {
+				ifindex = (int)t[i].ndev_ifindex;
+				type = t[i].gid_type;
+			}
+		}
+	free(t);
+	if (!ifindex || !cma_mc_ip_wanted(a, type, flags))
+		return 0;
+	*fd = cma_mc_ip_hold(a, ifindex);
+	return *fd < 0 ? -1 : 0;
+}
+
 int cmc_join_multicast_ex(struct rdma_cm_id *cm_id, struct rdma_cm_join_mc_attr_ex *attr,
 			  void *context)
 {
@@ -508,6 +549,13 @@ int cmc_join_multicast_ex(struct rdma_cm_id *cm_id, struct rdma_cm_join_mc_attr_
 	memcpy(&m->addr, attr->addr, (size_t)n);
 	m->context = context;
 	m->flags = attr->join_flags;
+	/* first, as the kernel's join: its failure is the join's */
+	if (mc_ip_join(id, attr->addr, attr->join_flags, &m->ipfd) < 0) {
+		int e = errno;
+
+		free(m);
+		return cma_fail(e);
+	}
 	memset(&b, 0, sizeof(b));
 	memcpy(&b.addr, attr->addr, (size_t)n);
 	b.flags = attr->join_flags;
@@ -522,7 +570,7 @@ int cmc_join_multicast_ex(struct rdma_cm_id *cm_id, struct rdma_cm_join_mc_attr_
 		pthread_mutex_lock(&cmc.lock);
 		id->mcs = m->next;
 		pthread_mutex_unlock(&cmc.lock);
-		free(m);
+		cmc_mc_free(m);
 		return cma_fail(e);
 	}
 	return cmc_sync_wait(id);
@@ -562,7 +610,7 @@ int cmc_leave_multicast(struct rdma_cm_id *cm_id, struct sockaddr *addr)
 		ibv_detach_mcast(id->id.qp, &m->mgid, m->mlid);
 	memset(&b, 0, sizeof(b));
 	memcpy(&b.addr, addr, (size_t)n);
-	free(m);
+	cmc_mc_free(m);
 	return call_id(id, USP_LEAVE_MC, &b, sizeof(b));
 }
 

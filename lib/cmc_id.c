@@ -306,7 +306,7 @@ int cmc_destroy_id(struct rdma_cm_id *cm_id)
 		struct cmc_mc *m = id->mcs;
 
 		id->mcs = m->next;
-		free(m);
+		cmc_mc_free(m);
 	}
 	free(id->ep_qp_attr);
 	rdma_freeaddrinfo(id->ai);
@@ -498,6 +498,13 @@ static int conn_response(struct cmc_id *id, const struct usp_qp_attrs *qa)
 	return 0;
 }
 
+void cmc_mc_free(struct cmc_mc *m)
+{
+	if (m->ipfd >= 0)
+		close(m->ipfd); /* leaves its IP group (lib/cmc_calls.c) */
+	free(m);
+}
+
 static void mc_attach(struct cmc_id *id, struct cmc_mc *m, const struct ibv_ah_attr *ah)
 {
 	m->mgid = ah->grh.dgid;
@@ -631,6 +638,13 @@ static struct cmc_event *removal_event(struct cmc_chan *c, struct cmc_event **sp
 			if (id->chan == c && !id->removed) {
 				id->removed = 1;
 				hit = id;
+				/* its memberships went with uscmd: so do their IP
+				 * groups, as the kernel's device removal leaves them */
+				for (struct cmc_mc *m = id->mcs; m; m = m->next)
+					if (m->ipfd >= 0) {
+						close(m->ipfd);
+						m->ipfd = -1;
+					}
 				break;
 			}
 	pthread_mutex_unlock(&cmc.lock);

@@ -53,6 +53,7 @@ struct cmc_mc {
 	int attached;
 	union ibv_gid mgid;
 	uint16_t mlid;
+	int ipfd;                       /* RoCE: the IP group held in our namespace (-1: none) */
 };
 
 struct cmc_id {
@@ -109,6 +110,8 @@ int cmc_call(uint16_t op, uint32_t id, const void *body, size_t blen, void *rep,
 	     int pass_fd, size_t *got);
 /* 0 when the id still belongs to the live connection, -1/ENODEV. */
 int cmc_id_live(const struct cmc_id *id);
+/* A membership that is gone: its IP group left, then freed. */
+void cmc_mc_free(struct cmc_mc *m);
 int cmc_gen_live(unsigned gen);
 
 /* cmc_id.c */

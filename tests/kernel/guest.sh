@@ -365,6 +365,135 @@ run_ibcm() {
 	log "$NAME: $(cat "$CK/result")"
 }
 
+# ---- multicast: mckey -------------------------------------------------------
+# A check of program mckey (one receiver) or mckey2 (two receiver processes
+# in one guest, through one uscmd): the "server" side receives, the
+# "client" side sends, to one IPv4 group on RoCE v2 (MGID ::ffff:239.1.2.3,
+# Q_Key 0x01234567). Each side binds its own address. The receivers are
+# ready once each printed its MULTICAST_JOIN ("joined dgid"; line-buffered
+# by stdbuf: mckey's stdout is a file). A uscm receiver must hold the IP
+# group on the netdev while joined, as the kernel's rdma_cm does (else the
+# guest's IP layer drops the group's datagrams before rxe sees them), and
+# no uscm process may leave it behind.
+MC_GROUP=239.1.2.3
+MC_COUNT=10
+# the group as /proc/net/igmp prints it: the address's 32-bit word in the
+# guest's (little-endian) byte order
+MC_GROUP_HEX=$(printf '%02X%02X%02X%02X' $(echo $MC_GROUP | tr . ' ' | awk '{ print $4, $3, $2, $1 }'))
+mc_env() { # SIDE WHO: side_env, plus USCM_STATS (written at exit by uscm's library only)
+	local e
+	e=$(side_env "$1")
+	case $1 in uscm-*) e="$e USCM_STATS=$CK/stats.$2" ;; esac
+	echo "$e"
+}
+mc_nrecv() { [ "$APP" = mckey2 ] && echo 2 || echo 1; }
+# mc_igmp NAME: guest U's /proc/net/igmp into CK/igmp.NAME, and whether it
+# lists the group on NETDEV ("held" / "not held") into CK/igmp.NAME.on (the
+# verdict may be written in the other guest)
+mc_igmp() {
+	[ "$role" = U ] || return 0
+	cat /proc/net/igmp >"$CK/igmp.$1"
+	if awk -v dev="$NETDEV" -v grp="$MC_GROUP_HEX" '
+		/^[0-9]/ { cur = $2 } $1 == grp && cur == dev { f = 1 } END { exit !f }' "$CK/igmp.$1"; then
+		echo held >"$CK/igmp.$1.on"
+	else
+		echo "not held" >"$CK/igmp.$1.on"
+	fi
+}
+
+run_mc_receivers() {
+	local n i p t pids= rc st=0 joined
+	u_enter "${SERVER#uscm-}" || { post "$NAME.ready" "guest U could not enter state ${SERVER#uscm-}"; return; }
+	[ "$role" = U ] && uscmd_status >"$CK/uscmd.before" 2>&1
+	n=$(mc_nrecv)
+	for i in $(seq "$n"); do
+		local cmd="mckey -m $MC_GROUP -b $self -C $MC_COUNT"
+		echo "# $(mc_env "$SERVER" r$i) $cmd" >"$CK/server$i.log"
+		env $(mc_env "$SERVER" r$i) timeout 150 stdbuf -oL $cmd >>"$CK/server$i.log" 2>&1 &
+		pids="$pids $!"
+	done
+	for t in $(seq 300); do
+		joined=0
+		for i in $(seq "$n"); do grep -q 'joined dgid' "$CK/server$i.log" && joined=$((joined + 1)); done
+		[ $joined -eq "$n" ] && break
+		sleep 0.1
+	done
+	mc_igmp joined
+	if [ $joined -eq "$n" ]; then
+		post "$NAME.ready" ok
+	else
+		post "$NAME.ready" "$((n - joined)) of $n receivers did not join in 30 s"
+	fi
+	await "$NAME.cdone" 300
+	# each receiver exits by itself once it has MC_COUNT messages
+	local end=$((SECONDS + 60))
+	for p in $pids; do
+		while kill -0 "$p" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.1; done
+		kill -TERM "$p" 2>/dev/null
+		wait "$p"
+		rc=$?
+		[ $rc -ne 0 ] && st=$rc
+	done
+	echo $st >"$CK/server.rc"
+	cat "$CK"/server[0-9].log >"$CK/server.log"
+	[ "$role" = U ] && uscmd_status >"$CK/uscmd.after" 2>&1
+	mc_igmp after
+	post "$NAME.sdone"
+}
+
+run_mc_sender() {
+	local cmd="mckey -m $MC_GROUP -b $self -s -C $MC_COUNT" rc=1 st
+	if [ "$CLIENT" = kernel ] && [ "$role" = U ]; then
+		u_enter kernel || echo "guest U could not load the kernel CM" >"$CK/client.log"
+	elif [ "$role" = U ]; then
+		u_enter "${CLIENT#uscm-}" || echo "guest U could not enter ${CLIENT#uscm-}" >"$CK/client.log"
+	fi
+	await "$NAME.ready" 300
+	st=$(cat "$SYNC/$NAME.ready" 2>/dev/null)
+	if [ "$st" = ok ]; then
+		echo "# $(mc_env "$CLIENT" s) $cmd" >>"$CK/client.log"
+		env $(mc_env "$CLIENT" s) timeout 90 $cmd >>"$CK/client.log" 2>&1
+		rc=$?
+	else
+		echo "not run: $st" >>"$CK/client.log"
+	fi
+	echo $rc >"$CK/client.rc"
+	mc_igmp after
+	post "$NAME.cdone"
+	await "$NAME.sdone" 300
+	mc_verdict
+}
+
+# the verdict, by the sender's guest once both sides are done
+mc_verdict() {
+	local why= i n
+	n=$(mc_nrecv)
+	[ "$(cat "$CK/client.rc" 2>/dev/null)" = 0 ] || why="${why}sender exited $(cat "$CK/client.rc" 2>/dev/null); "
+	[ "$(cat "$CK/server.rc" 2>/dev/null)" = 0 ] || why="${why}a receiver exited $(cat "$CK/server.rc" 2>/dev/null || echo '(no status)'); "
+	for i in $(seq "$n"); do
+		grep -q 'data transfers complete' "$CK/server$i.log" 2>/dev/null ||
+			why="${why}receiver $i did not get its $MC_COUNT messages; "
+	done
+	# uscm's library was the one (its USCM_STATS file: written at exit, in
+	# daemon mode only with uscmd's answer), the receivers held the IP group
+	# while joined, and nothing of uscm's holds it afterwards
+	case $CLIENT in uscm-*) [ -s "$CK/stats.s" ] || why="${why}the sender wrote no USCM_STATS; " ;; esac
+	case $SERVER in
+	uscm-*)
+		for i in $(seq "$n"); do
+			[ -s "$CK/stats.r$i" ] || why="${why}receiver $i wrote no USCM_STATS; "
+		done
+		[ "$(cat "$CK/igmp.joined.on" 2>/dev/null)" = held ] ||
+			why="${why}$MC_GROUP not on guest U's netdev while the receivers were joined (/proc/net/igmp: igmp.joined); "
+		;;
+	esac
+	[ "$(cat "$CK/igmp.after.on" 2>/dev/null)" = "not held" ] ||
+		why="${why}$MC_GROUP still on guest U's netdev after uscm's processes exited, or not read (igmp.after); "
+	if [ -z "$why" ]; then echo pass >"$CK/result"; else echo "fail: $why" >"$CK/result"; fi
+	echo $((SECONDS - CK_T0)) >"$CK/seconds"
+	log "$NAME: $(cat "$CK/result")"
+}
+
 # ---- the list ----------------------------------------------------------------
 while read -r NAME APP CLIENT SERVER; do
 	case $NAME in '' | \#*) continue ;; esac
@@ -383,11 +512,18 @@ while read -r NAME APP CLIENT SERVER; do
 	if [ "$sg" = K ]; then SADDR=$K_ADDR; else SADDR=$U_ADDR; fi
 	port=$(port_of "$NAME")
 	log "$NAME: $APP, client $CLIENT in $cg, server $SERVER in $sg"
+	case $APP in
+	mckey*)
+		if [ "$role" = "$sg" ]; then run_mc_receivers; elif [ "$role" = "$cg" ]; then run_mc_sender; fi
+		;;
+	*)
 	if [ "$role" = "$sg" ]; then
 		run_server "$port"
 	elif [ "$role" = "$cg" ]; then
 		run_client "$port"
 	fi
+	;;
+	esac
 	[ -e "$SYNC/gone" ] && finish "the other guest is gone"
 done < <(cat "$KT_LIST")
 
