@@ -33,6 +33,19 @@ static cmp_time conv(unsigned t)
 	return cmp_iba_time_ns(t);
 }
 
+/* The TID of a transaction we start (REQ, DREQ, SIDR_REQ). Its upper half
+ * is random here and is anyway replaced by ib_umad's agent ID on the way
+ * out; the lower half is what the kernel's ib_cm puts there (cm_form_tid):
+ * the comm ID as it lies in the MAD, big-endian, taken as a host integer,
+ * which on the little-endian hosts the kernel runs on is the comm ID
+ * byte-swapped (comm ID 0x8c0947ee, TID 0x....ee47098c in the reference
+ * capture of kernel 6.1). A fixed rule here, not the host's byte order, so
+ * uscm's TIDs do not depend on where it runs. */
+static uint64_t new_tid(struct cmp_engine *e, uint32_t local_id)
+{
+	return (cmp_random(e) & 0xFFFFFFFF00000000ULL) | __builtin_bswap32(local_id);
+}
+
 /* Where to send a connection's MADs: the remote port of the primary path. */
 static void addr_from_path(struct cmp_addr *a, const struct cmp_path *p)
 {
@@ -212,7 +225,7 @@ static void send_dreq(struct cmp_engine *e, struct cmp_conn *c, const void *pdat
 	struct cmp_cm_msg m;
 
 	/* A DREQ starts a new transaction. */
-	c->tid = (cmp_random(e) & 0xFFFFFFFF00000000ULL) | c->local_id;
+	c->tid = new_tid(e, c->local_id);
 	msg_init(&m, UMAD_CM_ATTR_DREQ, c->tid);
 	m.u.dreq.local_comm_id = c->local_id;
 	m.u.dreq.remote_comm_id = c->remote_id;
@@ -257,6 +270,15 @@ static void send_dreq(struct cmp_engine *e, struct cmp_conn *c, const void *pdat
 		(r)->pfx##_subnet_local = (p)->subnet_local;                      \
 		(r)->pfx##_local_ack_timeout = (ack_timeout);                     \
 	} while (0)
+
+/* A RoCE path names no LIDs: the kernel's ib_cm (cm_format_req) writes the
+ * permissive LID 0xFFFF as both of a REQ path's port LIDs when the path's
+ * hop limit exceeds 1, as a RoCE path's always does (64), so that is what
+ * a kernel peer sends and expects. An IB path keeps the SA's LIDs. */
+static int req_lids_permissive(const struct cmp_path *p)
+{
+	return p->roce && p->hop_limit > 1;
+}
 
 /* The REQ's path as seen from the passive side. */
 static void path_from_req(struct cmp_path *p, const struct cmp_cm_req *r, int alt,
@@ -1023,7 +1045,7 @@ int cmp_connect(struct cmp_engine *e, const struct cmp_req_param *p, void *ctx,
 	if (c->max_cm_retries > 15)
 		c->max_cm_retries = 15;
 	c->av_timeout = cmp_ack_timeout(e->s.local_ca_ack_delay, pp->packet_life_time);
-	c->tid = (cmp_random(e) & 0xFFFFFFFF00000000ULL) | c->local_id;
+	c->tid = new_tid(e, c->local_id);
 	addr_from_path(&c->dst, pp);
 
 	msg_init(&m, UMAD_CM_ATTR_REQ, c->tid);
@@ -1057,9 +1079,14 @@ int cmp_connect(struct cmp_engine *e, const struct cmp_req_param *p, void *ctx,
 		r->srq = c->srq;
 	}
 	REQ_PATH_WRITE(r, pp, primary, c->av_timeout);
-	if (c->has_alt)
+	if (req_lids_permissive(pp))
+		r->primary_local_lid = r->primary_remote_lid = CMP_LID_PERMISSIVE;
+	if (c->has_alt) {
 		REQ_PATH_WRITE(r, &c->alt, alternate,
 			       cmp_ack_timeout(e->s.local_ca_ack_delay, c->alt.packet_life_time));
+		if (req_lids_permissive(&c->alt))
+			r->alternate_local_lid = r->alternate_remote_lid = CMP_LID_PERMISSIVE;
+	}
 	copy_pdata(r->private_data, sizeof(r->private_data), p->private_data, p->private_data_len);
 	cmp_send(e, c, &c->dst, &m, 1);
 	arm_retry(e, c, 2 * conv(pp->packet_life_time) + conv(c->remote_cm_response_timeout),
@@ -1266,7 +1293,7 @@ int cmp_sidr_req(struct cmp_engine *e, const struct cmp_sidr_req_param *p, void 
 	c->active = 1;
 	c->path = *p->path;
 	c->service_id = p->service_id;
-	c->tid = (cmp_random(e) & 0xFFFFFFFF00000000ULL) | c->local_id;
+	c->tid = new_tid(e, c->local_id);
 	addr_from_path(&c->dst, p->path);
 	msg_init(&m, UMAD_CM_ATTR_SIDR_REQ, c->tid);
 	m.u.sidr_req.request_id = c->local_id;

@@ -1351,6 +1351,31 @@ static void route_cancel(struct cma_id *id)
 	id->sa_pending = 0;
 }
 
+/* The flow label of a RoCE v2 path, as kernel 6.1's rdma_cm chooses it
+ * (cma_resolve_iboe_route): an IPv6 source address's own flow label when
+ * it has one, else (source port * 31 + destination port) in 20 bits, the
+ * rdma_cm ports of the connection, so each connection of a pair of hosts
+ * gets its own label and, through it, its own UDP source port on a NIC
+ * that derives one from the label. RoCE v1 paths carry none. (The
+ * reference capture: ports 55198 -> 7174, flow label 669736.) */
+static uint32_t roce_flow_label(const struct cma_id *id, int sgid_index)
+{
+	const struct cma_port *p = id->port;
+	const struct sockaddr *src = (const struct sockaddr *)&id->id.route.addr.src_addr;
+	const struct sockaddr *dst = (const struct sockaddr *)&id->id.route.addr.dst_addr;
+
+	if (p->gid_types && sgid_index >= 0 && sgid_index < p->ngids &&
+	    p->gid_types[sgid_index] == IBV_GID_TYPE_ROCE_V1)
+		return 0;
+	if (src->sa_family == AF_INET6) {
+		uint32_t fl = be32toh(((const struct sockaddr_in6 *)src)->sin6_flowinfo) & 0xFFFFF;
+
+		if (fl)
+			return fl;
+	}
+	return ((uint32_t)cma_addr_port(src) * 31 + cma_addr_port(dst)) & 0xFFFFF;
+}
+
 static int roce_path(struct cma_id *id)
 {
 	struct cma_port *p = id->port;
@@ -1366,6 +1391,7 @@ static int roce_path(struct cma_id *id)
 	path->pkey_index = (uint16_t)(idx >= 0 ? idx : 0);
 	idx = cma_port_gid_index(p, path->sgid);
 	path->sgid_index = (uint8_t)(idx >= 0 ? idx : 0);
+	path->flow_label = roce_flow_label(id, idx);
 	path->mtu = (uint8_t)(p->attr.active_mtu ? p->attr.active_mtu : IBV_MTU_1024);
 	path->rate = 0;
 	path->hop_limit = 64;

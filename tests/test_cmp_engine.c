@@ -441,8 +441,9 @@ Test(engine, connect_sends_req_with_every_field)
 	EQ(TX.dst.sl, 3);
 	EQ(TX.dst.pkey_index, 2);
 	EQ(TX.dst.grh, 0);
-	/* TID: low 32 bits are the local comm ID. */
-	EQ((uint32_t)m.hdr.tid, cmp_conn_local_id(ca));
+	/* TID: low 32 bits are the local comm ID byte-swapped, as kernel
+	 * 6.1's ib_cm writes them (the reference capture's REQ). */
+	EQ((uint32_t)m.hdr.tid, __builtin_bswap32(cmp_conn_local_id(ca)));
 	EQ(m.hdr.attr_mod, 0x11223344u);
 	EQ(r->local_comm_id, cmp_conn_local_id(ca));
 	EQ(r->vendor_id, 0x02C903);
@@ -1553,7 +1554,7 @@ Test(engine, disconnect_from_active_side)
 	STATE(ca, CMP_DREQ_SENT);
 	take(A, UMAD_CM_ATTR_DREQ, &m);
 	dreq_tid = m.hdr.tid;
-	EQ((uint32_t)dreq_tid, cmp_conn_local_id(ca));
+	EQ((uint32_t)dreq_tid, __builtin_bswap32(cmp_conn_local_id(ca)));
 	cr_assert_neq(dreq_tid, req_tid, "a DREQ starts a new transaction");
 	EQ(m.u.dreq.local_comm_id, cmp_conn_local_id(ca));
 	EQ(m.u.dreq.remote_comm_id, cmp_conn_local_id(cb));
@@ -1619,7 +1620,7 @@ Test(engine, disconnect_from_passive_side)
 	cr_assert_eq(cmp_disconnect(E(B), cb, pd, 3, T.now), 0);
 	STATE(cb, CMP_DREQ_SENT);
 	take(B, UMAD_CM_ATTR_DREQ, &m);
-	EQ((uint32_t)m.hdr.tid, cmp_conn_local_id(cb));
+	EQ((uint32_t)m.hdr.tid, __builtin_bswap32(cmp_conn_local_id(cb)));
 	EQ(m.u.dreq.local_comm_id, cmp_conn_local_id(cb));
 	EQ(m.u.dreq.remote_comm_id, cmp_conn_local_id(ca));
 	EQ(m.u.dreq.remote_qpn_eecn, QPN_A);
@@ -2094,7 +2095,7 @@ Test(engine, sidr_round_trip)
 	STATE(ca, CMP_SIDR_REQ_SENT);
 	take(A, UMAD_CM_ATTR_SIDR_REQ, &m);
 	tid = m.hdr.tid;
-	EQ((uint32_t)tid, cmp_conn_local_id(ca));
+	EQ((uint32_t)tid, __builtin_bswap32(cmp_conn_local_id(ca)));
 	EQ(m.u.sidr_req.request_id, cmp_conn_local_id(ca));
 	EQ(m.u.sidr_req.pkey, 0xFFFF);
 	EQ(m.u.sidr_req.service_id, SID);
@@ -3568,6 +3569,39 @@ Test(engine, roce_peer_not_matched_by_lid_zero)
 	/* With the peer's GID it is the real thing. */
 	cmp_engine_recv(E(B), &from_a, mad, CMP_MAD_SIZE, T.now);
 	next_ev(B, CMP_EV_DREQ_RECEIVED);
+}
+
+/* A RoCE REQ carries the permissive LID 0xFFFF as both port LIDs of its
+ * path (hop limit 64), as kernel 6.1's ib_cm sends it; the passive side
+ * connects on it. An IB path keeps the SA's LIDs, even with a hop limit
+ * above 1 (connect_sends_req_with_every_field's alternate path). */
+Test(engine, roce_req_lids_are_permissive)
+{
+	struct cmp_cm_msg m;
+
+	up();
+	pa.slid = pa.dlid = 0;
+	pa.roce = 1;
+	pa.subnet_local = 0;
+	pa.hop_limit = 64;
+	listen_b();
+	connect_a();
+	take_to(A, 0, UMAD_CM_ATTR_REQ, &m);
+	EQ(m.u.req.primary_local_lid, 0xFFFF);
+	EQ(m.u.req.primary_remote_lid, 0xFFFF);
+	EQ(m.u.req.alternate_local_lid, 0);
+	EQ(m.u.req.alternate_remote_lid, 0);
+	struct cmp_addr from_a = { .grh = 1, .qpn = 1, .qkey = 0x80010000 };
+	memcpy(from_a.gid, pa.sgid, 16);
+	cmp_engine_recv(E(B), &from_a, TX.mad, CMP_MAD_SIZE, T.now);
+	cb = next_ev(B, CMP_EV_REQ_RECEIVED)->conn;
+	cr_assert_eq(cmp_accept(E(B), cb, &pp, T.now), 0);
+	take_to(B, 0, UMAD_CM_ATTR_REP, &m);
+	struct cmp_addr from_b = { .grh = 1, .qpn = 1, .qkey = 0x80010000 };
+	memcpy(from_b.gid, pa.dgid, 16);
+	cmp_engine_recv(E(A), &from_b, TX.mad, CMP_MAD_SIZE, T.now);
+	next_ev(A, CMP_EV_REP_RECEIVED);
+	STATE(ca, CMP_REP_RCVD);
 }
 
 /* settings.max_pending caps the half-open passive connections of the
