@@ -1352,12 +1352,11 @@ static void route_cancel(struct cma_id *id)
 }
 
 /* The flow label of a RoCE v2 path, as kernel 6.1's rdma_cm chooses it
- * (cma_resolve_iboe_route): an IPv6 source address's own flow label when
- * it has one, else (source port * 31 + destination port) in 20 bits, the
- * rdma_cm ports of the connection, so each connection of a pair of hosts
- * gets its own label and, through it, its own UDP source port on a NIC
- * that derives one from the label. RoCE v1 paths carry none. (The
- * reference capture: ports 55198 -> 7174, flow label 669736.) */
+ * (cmp_roce_flow_label): an IPv6 source address's own flow label when it
+ * has one, else one from the connection's rdma_cm ports, so each
+ * connection between two hosts gets its own label and, through it, its own
+ * UDP source port on a NIC that derives one from the label. RoCE v1 paths
+ * carry none. */
 static uint32_t roce_flow_label(const struct cma_id *id, int sgid_index)
 {
 	const struct cma_port *p = id->port;
@@ -1373,7 +1372,7 @@ static uint32_t roce_flow_label(const struct cma_id *id, int sgid_index)
 		if (fl)
 			return fl;
 	}
-	return ((uint32_t)cma_addr_port(src) * 31 + cma_addr_port(dst)) & 0xFFFFF;
+	return cmp_roce_flow_label(cma_addr_port(src), cma_addr_port(dst));
 }
 
 static int roce_path(struct cma_id *id)

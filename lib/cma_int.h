@@ -38,7 +38,7 @@
 
 /* Kernel CMA defaults. */
 #define CMA_DEFAULT_BACKLOG 1024
-#define CMA_IBOE_PACKET_LIFETIME 18 /* kernel 6.1's cma.c: a REQ's local ACK timeout 19 */
+#define CMA_IBOE_PACKET_LIFETIME CMP_ROCE_PACKET_LIFETIME /* kernel 6.1's: 18 */
 #define CMA_UDP_QKEY RDMA_UDP_QKEY
 #define CMA_REJ_CONSUMER_DEFINED 28
 #define CMA_REJ_VENDOR_OPTION_NOT_SUPPORTED 35
