@@ -33,19 +33,6 @@ static cmp_time conv(unsigned t)
 	return cmp_iba_time_ns(t);
 }
 
-/* The TID of a transaction we start (REQ, DREQ, SIDR_REQ). Its upper half
- * is random here and is anyway replaced by ib_umad's agent ID on the way
- * out; the lower half is what the kernel's ib_cm puts there (cm_form_tid):
- * the comm ID as it lies in the MAD, big-endian, taken as a host integer,
- * which on the little-endian hosts the kernel runs on is the comm ID
- * byte-swapped (comm ID 0x8c0947ee, TID 0x....ee47098c in the reference
- * capture of kernel 6.1). A fixed rule here, not the host's byte order, so
- * uscm's TIDs do not depend on where it runs. */
-static uint64_t new_tid(struct cmp_engine *e, uint32_t local_id)
-{
-	return (cmp_random(e) & 0xFFFFFFFF00000000ULL) | __builtin_bswap32(local_id);
-}
-
 /* Where to send a connection's MADs: the remote port of the primary path. */
 static void addr_from_path(struct cmp_addr *a, const struct cmp_path *p)
 {
@@ -80,6 +67,17 @@ static struct cmp_addr reply_addr(const struct cmp_addr *src)
 	a.qpn = 1;
 	a.qkey = UMAD_QKEY;
 	return a;
+}
+
+/* The TID of a transaction this side starts (REQ, DREQ, SIDR_REQ): its
+ * comm ID in the lower half with the bytes reversed, as the Linux CM's (it
+ * puts its big-endian ID there read as a little-endian number), so that a
+ * capture of uscm and one of the kernel agree; answers keep the TID of what
+ * they answer. The upper half is random: ib_umad writes its own there on
+ * every request a process sends. */
+static uint64_t own_tid(struct cmp_engine *e, uint32_t local_id)
+{
+	return (cmp_random(e) & 0xFFFFFFFF00000000ULL) | __builtin_bswap32(local_id);
 }
 
 static void msg_init(struct cmp_cm_msg *m, uint16_t attr, uint64_t tid)
@@ -225,7 +223,7 @@ static void send_dreq(struct cmp_engine *e, struct cmp_conn *c, const void *pdat
 	struct cmp_cm_msg m;
 
 	/* A DREQ starts a new transaction. */
-	c->tid = new_tid(e, c->local_id);
+	c->tid = own_tid(e, c->local_id);
 	msg_init(&m, UMAD_CM_ATTR_DREQ, c->tid);
 	m.u.dreq.local_comm_id = c->local_id;
 	m.u.dreq.remote_comm_id = c->remote_id;
@@ -1045,7 +1043,7 @@ int cmp_connect(struct cmp_engine *e, const struct cmp_req_param *p, void *ctx,
 	if (c->max_cm_retries > 15)
 		c->max_cm_retries = 15;
 	c->av_timeout = cmp_ack_timeout(e->s.local_ca_ack_delay, pp->packet_life_time);
-	c->tid = new_tid(e, c->local_id);
+	c->tid = own_tid(e, c->local_id);
 	addr_from_path(&c->dst, pp);
 
 	msg_init(&m, UMAD_CM_ATTR_REQ, c->tid);
@@ -1293,7 +1291,7 @@ int cmp_sidr_req(struct cmp_engine *e, const struct cmp_sidr_req_param *p, void 
 	c->active = 1;
 	c->path = *p->path;
 	c->service_id = p->service_id;
-	c->tid = new_tid(e, c->local_id);
+	c->tid = own_tid(e, c->local_id);
 	addr_from_path(&c->dst, p->path);
 	msg_init(&m, UMAD_CM_ATTR_SIDR_REQ, c->tid);
 	m.u.sidr_req.request_id = c->local_id;

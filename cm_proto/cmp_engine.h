@@ -291,13 +291,13 @@ struct cmp_stats {
 	uint64_t retransmits;
 	uint64_t timeouts;         /* retries exhausted */
 	uint64_t conns, conns_peak;
-	/* Added for issue 8 (kept at the end: uscm_get_stats copies a prefix). */
+	/* Kept at the end: uscm_get_stats copies a prefix. */
 	uint64_t rx_spoofed;       /* part of rx_mismatch: right comm ID (or a stale REQ's
 				    * GUID + QPN), wrong source port */
 	uint64_t half_open_drops;  /* REQs/SIDR_REQs rejected at the max_pending cap */
 	uint64_t half_open;        /* gauge: half-open passive connections now */
 	uint64_t half_open_peak;
-	/* Added for issue 13. Allocations that failed; each refused a whole
+	/* Allocations that failed; each refused a whole
 	 * step, never half of one: a user call failed with ENOMEM, a received
 	 * MAD was dropped as if lost (the peer's retry brings it again), a
 	 * timer was put off by CMP_NOMEM_RETRY_NS, a REQ got REJ(no

@@ -359,7 +359,7 @@ static void timer_arm(cmp_time at)
 /* An engine timer may have moved earlier (a REQ sent, a REP to wait for):
  * the progress thread's timer is re-armed in place (timerfd_settime) and
  * the thread sleeps on. It used to be woken to re-arm its timeout: a
- * context switch per rdma_connect / rdma_accept (issue 15). */
+ * context switch per rdma_connect / rdma_accept. */
 void cma_kick_timers(void)
 {
 	cmp_time next = engines_expiry(), r = cma_resolvers_expiry();
@@ -424,7 +424,7 @@ static int port_rx(struct cma_port *p, struct cma_chan *until)
 		/* a waiter stops at the MAD that made its event: the next one
 		 * (if any) keeps the fd readable for its next poll or, after
 		 * the hand-over, the progress thread's — not a receive that
-		 * finds nothing (a system call per wait, issue 15) */
+		 * finds nothing (a system call per wait) */
 		stop = until && until->head;
 		pthread_mutex_unlock(&g.lock);
 	}
@@ -500,7 +500,7 @@ void cma_rx_fd(int fd)
  * thread, then this one). While it waits, the umad fds are off in the
  * progress thread's epoll set (EPOLL_CTL_MOD, which a thread asleep in
  * epoll_wait sees without waking), so the MAD wakes this thread alone
- * (issue 15; it used to wake both, and one found nothing). Only one
+ * (waking both made one find nothing). Only one
  * waiting thread at a time polls the umad fds (others only their
  * channel). Timers stay the progress thread's: after
  * receiving, cma_kick_timers re-arms it if an engine timer moved earlier.

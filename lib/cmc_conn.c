@@ -33,7 +33,7 @@ struct cmc_global cmc = {
 
 /* This process's pid, asked once: getpid is a system call (glibc keeps no
  * cache), and every daemon-mode call checks it against its connection's
- * owner — three to four per connection set up (issue 15). fork's child
+ * owner — three to four per connection set up. fork's child
  * forgets it (cmc_pid_forget from the atfork handler, as the locks are
  * reset there: a child made without fork's handlers is not supported
  * either way). */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rsockets against the sim's RC verbs and TCP (issue 16), in one run:
+# rsockets against the sim's RC verbs and TCP, in one run:
 #   scripts/bench-rsockets.sh [OUTDIR]       (default bench-results/rsockets-<UTC time>)
 #
 # A benchmark, not a test: it prints figures and ratios, it asserts nothing.
@@ -260,7 +260,7 @@ done
 # the summary: per (link, mode, kind, size) min / median / max over the
 # repetitions, then the ratios of the medians
 awk -v reps="$REPS" '
-# the issue 16 goals: latency <= 1.2 x verbs, bandwidth >= 0.8 x verbs
+# the goals (docs/performance.md): latency <= 1.2 x verbs, bandwidth >= 0.8 x verbs
 function verdict(kind, r) {
 	if (r < 0) return "?"
 	if (kind == "lat") return r <= 1.2 ? "<=1.2 met" : "<=1.2 NOT"

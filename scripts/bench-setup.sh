@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 15's figures: RUNS consecutive runs of uscm-bench pinned to one CPU
+# The setup figures against the floor: RUNS consecutive runs of uscm-bench pinned to one CPU
 # (latency = that CPU's work in series, no halted-vCPU wake-ups), each with
 # the UDP floor, the sim's MAD round trip, TCP connect+accept and uscm's
 # serial setup with and without QPs in the same run; then one table of

@@ -9,8 +9,8 @@
 #  scale.txt/.csv       per-connection cost from 1k to 100k connections held by
 #                       one server process (4 client processes on 4 nodes: one
 #                       process has 28k ephemeral ports), no QPs, 1000 in flight
-#  daemon.txt/.csv      the same runs in-process and through uscmd (daemon mode,
-#                       issue 12): 1000 concurrent + 1000 serial with QPs; 1k and
+#  daemon.txt/.csv      the same runs in-process and through uscmd (daemon
+#                       mode): 1000 concurrent + 1000 serial with QPs; 1k and
 #                       10k from 4 client processes without QPs; daemon/in-process
 #                       ratios and uscmd's memory per connection
 #  cmtime.txt           Debian's unmodified `cmtime -c 1000` over uscm's

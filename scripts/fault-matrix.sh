@@ -8,7 +8,7 @@
 #   scripts/fault-matrix.sh --ci       # only what CI runs
 #   scripts/fault-matrix.sh CELL       # one cell (USCM_FAULTS_ONLY)
 #   scripts/fault-matrix.sh --daemon [--ci|CELL]   # the same with a uscmd per
-#                                      # node (daemon mode, issue 12)
+#                                      # node (daemon mode)
 #   B=build-asan scripts/fault-matrix.sh   # against the ASan/UBSan build
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1620,7 +1620,7 @@ int simf_fault_add(struct simf *f, const struct simf_fault *rule)
  * right to switch: the socket is made where the thread is, as before). */
 /* The keeper's namespace, as last looked up (per keeper pid: a keeper does
  * not change namespace; the caller's thread may, so its own is looked up
- * every time) — a stat per socket saved (issue 15: one per QP). */
+ * every time) — a stat per socket (one per QP) saved. */
 static struct {
 	pthread_mutex_t lk;
 	pid_t pid;
@@ -1725,7 +1725,7 @@ int simf_socket(struct simf *f, int n, uint16_t port, uint16_t *bound)
 
 	if (n < 0 || n >= SIMF_MAX_NODES || (unsigned)n > f->st->nnodes + f->st->nswitches)
 		return errno = EINVAL, -1;
-	/* Fast path (issue 15: the /proc stat of the thread's namespace was
+	/* Fast path (the /proc stat of the thread's namespace was
 	 * half of a QP's creation, ~8 of ~17 µs): make the socket where the
 	 * thread stands and ask the kernel which namespace it is in. The
 	 * keeper's cookie matching proves it is the fabric's — whatever the
@@ -1765,8 +1765,8 @@ int simf_socket(struct simf *f, int n, uint16_t port, uint16_t *bound)
 			pthread_mutex_unlock(&keeper_ns.lk);
 		}
 	}
-	/* Capped by net.core.rmem_max; best effort. No SO_SNDBUF (issue 15,
-	 * one system call per socket): the transport is loopback, whose
+	/* Capped by net.core.rmem_max; best effort. No SO_SNDBUF (one
+	 * system call per socket): the transport is loopback, whose
 	 * driver orphans a datagram as it takes it (lo has no qdisc), so the
 	 * send buffer never holds more than the datagram being sent —
 	 * 100000 datagrams of 4224 bytes through a 9 KB send buffer to a

@@ -1,4 +1,4 @@
-/* The built-in SM's multicast forwarding tables (issue 17): one spanning
+/* The built-in SM's multicast forwarding tables: one spanning
  * tree of the switches per connected part of the fabric, rooted at the
  * switch with the smallest eccentricity (the first such switch on a tie:
  * a spine on a fat tree), built by fewest hops. Each switch's MFT entry for

@@ -441,8 +441,8 @@ Test(engine, connect_sends_req_with_every_field)
 	EQ(TX.dst.sl, 3);
 	EQ(TX.dst.pkey_index, 2);
 	EQ(TX.dst.grh, 0);
-	/* TID: low 32 bits are the local comm ID byte-swapped, as kernel
-	 * 6.1's ib_cm writes them (the reference capture's REQ). */
+	/* TID: low 32 bits are the local comm ID, bytes reversed (as the Linux
+	 * CM's: kernel61-rxe-rping.pcap, REQ lcid 0x8c0947ee, TID 0x...ee47098c). */
 	EQ((uint32_t)m.hdr.tid, __builtin_bswap32(cmp_conn_local_id(ca)));
 	EQ(m.hdr.attr_mod, 0x11223344u);
 	EQ(r->local_comm_id, cmp_conn_local_id(ca));
@@ -3477,7 +3477,7 @@ Test(engine, state_and_event_names)
 }
 
 /* ======================================================================== */
-/* Issue 8: spoofing counters, the half-open cap, GID-only peers             */
+/* Spoofing counters, the half-open cap, GID-only peers             */
 /* ======================================================================== */
 
 /* A MAD naming the right connection from the wrong port is dropped and

@@ -1,5 +1,5 @@
 /*
- * Allocation failure in the CM engine (issue 13.2): through the allocator
+ * Allocation failure in the CM engine: through the allocator
  * hook of cmp_settings.mem, fail the Nth allocation, for every N from 1
  * until a run makes fewer than N, of a scenario that covers a handshake
  * and its teardown (DREQ, DREP, TimeWait), a REQ to a port that never

@@ -107,24 +107,13 @@ static inline int tf_is_pcap_name(const struct dirent *e)
 	return n > 5 && !strcmp(e->d_name + n - 5, ".pcap");
 }
 
-/* The shared reference captures (kernel CMs on real or soft devices:
- * third-party data, kept outside the repository, next to the checkout in
- * the project's workspace): every *.pcap in
- * $USCM_SOURCE_DIR/../shared/reference/captures, sorted, appended to
- * (*v, *n) as malloc'd paths. Nothing when the directory is absent (a bare
- * checkout): the callers skip then. */
-static inline void tf_reference_captures(char ***v, size_t *n)
+/* Every *.pcap of one directory, sorted, appended to (*v, *n) as malloc'd
+ * paths; nothing when the directory is absent. */
+static inline void tf_pcaps_in(const char *dir, char ***v, size_t *n)
 {
-	/* CTest runs them as tests of their own (tests/CMakeLists.txt) */
-	if (getenv("USCM_OUTSIDE_CAPTURES") && !strcmp(getenv("USCM_OUTSIDE_CAPTURES"), "elsewhere"))
-		tf_deselect("captures from outside the repository: CTest test_outside_captures_*");
-	const char *src = getenv("USCM_SOURCE_DIR");
 	struct dirent **ents;
-	char dir[4096];
-	int k;
+	int k = scandir(dir, &ents, tf_is_pcap_name, alphasort);
 
-	snprintf(dir, sizeof(dir), "%s/../shared/reference/captures", src && *src ? src : ".");
-	k = scandir(dir, &ents, tf_is_pcap_name, alphasort);
 	for (int i = 0; i < k; i++) {
 		char *p = malloc(strlen(dir) + strlen(ents[i]->d_name) + 2);
 
@@ -137,6 +126,26 @@ static inline void tf_reference_captures(char ***v, size_t *n)
 	}
 	if (k >= 0)
 		free(ents);
+}
+
+/* The reference captures, kernel CMs on real or soft devices: the ones in
+ * the repository (tests/captures/: the kernel tier's kernel<->kernel
+ * checks, README.md there), then the shared ones (third-party data, kept
+ * outside the repository next to the checkout in the project's workspace:
+ * $USCM_SOURCE_DIR/../shared/reference/captures, absent from a bare
+ * checkout). */
+static inline void tf_reference_captures(char ***v, size_t *n)
+{
+	/* CTest runs them as tests of their own (tests/CMakeLists.txt) */
+	if (getenv("USCM_OUTSIDE_CAPTURES") && !strcmp(getenv("USCM_OUTSIDE_CAPTURES"), "elsewhere"))
+		tf_deselect("reference captures: CTest test_outside_captures_*");
+	const char *src = getenv("USCM_SOURCE_DIR");
+	char dir[4096];
+
+	snprintf(dir, sizeof(dir), "%s/tests/captures", src && *src ? src : ".");
+	tf_pcaps_in(dir, v, n);
+	snprintf(dir, sizeof(dir), "%s/../shared/reference/captures", src && *src ? src : ".");
+	tf_pcaps_in(dir, v, n);
 }
 
 #endif

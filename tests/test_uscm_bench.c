@@ -80,7 +80,7 @@ Test(uscm_bench, small_run_table_and_csv, .fini = fini, .timeout = 300)
 	cr_expect(strstr(out, "setup latency p50"), "no latency line:\n%s", out);
 	cr_expect(strstr(out, "fabric MAD round trip"), "no MAD line:\n%s", out);
 	cr_expect(strstr(out, "engine only"), "no engine line:\n%s", out);
-	/* issue 15: the floor and the figures against it, in the same run */
+	/* the floor and the figures against it, in the same run */
 	cr_expect(strstr(out, "floor: UDP ping-pong, 256 bytes"), "no floor line:\n%s", out);
 	cr_expect(strstr(out, "sim MAD round trip        p50"), "no MAD/floor ratio:\n%s", out);
 	cr_expect(strstr(out, "library overhead          p50"), "no overhead line:\n%s", out);
@@ -113,7 +113,7 @@ Test(uscm_bench, small_run_table_and_csv, .fini = fini, .timeout = 300)
 	cr_expect(row(csv, "mad,serial,20,", "mad_rtt", &p50) && p50 > 0, "MAD round trip row:\n%s", csv);
 	p50 = -1;
 	cr_expect(row(csv, "udp,serial,20,", "udp_rtt", &p50) && p50 > 0, "UDP floor row:\n%s", csv);
-	/* CPU time (issue 15): both ends of the floor and of the MAD round
+	/* CPU time: both ends of the floor and of the MAD round
 	 * trip, both sides of a serial connection. A connection sends three
 	 * MADs through the same fabric as the round trip's two, so it cannot
 	 * cost less CPU than one MAD round trip. */
@@ -187,7 +187,7 @@ Test(uscm_bench, past_the_default_caps, .fini = fini, .timeout = 300)
 	free(out);
 }
 
-/* --qps: the sim's verbs QPs alone (issue 15) print every step of both
+/* --qps: the sim's verbs QPs alone print every step of both
  * shapes with a figure; a QP that fails to be made fails the run. */
 Test(uscm_bench, qp_loop_figures, .fini = fini, .timeout = 300)
 {

@@ -5,7 +5,7 @@
  *
  *   random          comm IDs and GUIDs as honest peers have them;
  *   old-hash flood  keys that all collide under the unkeyed hash the map
- *                   had before issue 13 (tools/flood_keys.h: computed
+ *                   had before its keyed hash (tools/flood_keys.h: computed
  *                   offline, as a hostile peer could);
  *   known-key flood keys that collide under the map's own hash, found by
  *                   brute force with its key in hand: what an unkeyed (or

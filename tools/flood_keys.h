@@ -1,7 +1,7 @@
 /*
  * flood_keys.h - the hash-flooding attacker's side, for the benchmark
  * (uscm-bench-engine --flood) and the map test: keys that all collide
- * under the engine's hash as it was before issue 13 (an unkeyed mixer of
+ * under the engine's hash as it was before its keyed hash (an unkeyed mixer of
  * the 128-bit key, cm_proto/cmp_map.c at b7567d6), computed offline as a
  * hostile peer could. The by_remote key is (remote comm ID, remote CA
  * GUID) and both halves come from the peer's REQ, so it controls all 128

@@ -550,7 +550,7 @@ static void do_connect(struct player *p, size_t i)
 			     "private_data");
 	q.service_id = r->service_id;
 	q.qpn = r->local_qpn;
-	/* transport 3 with extended type 1: an XRC initiator (issue 14) */
+	/* transport 3 with extended type 1: an XRC initiator */
 	q.qp_type = r->transport_service_type == CMP_REQ_TST_XRC &&
 			    r->extended_transport_type == CMP_REQ_ETT_XRC
 		    ? CMP_QPT_XRC_INI

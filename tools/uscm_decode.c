@@ -86,7 +86,7 @@ static void cm_summary(const struct cmp_cm_msg *cm, FILE *out)
 		if (cmp_sid_split(cm->u.req.service_id, &ps, &port) == 0)
 			fprintf(out, " (%s port %u)", cmp_ps_str(ps), port);
 		fprintf(out, " qpn 0x%06x psn 0x%06x", cm->u.req.local_qpn, cm->u.req.starting_psn);
-		/* the QP type when it is not RC (UC, XRC: issue 14) */
+		/* the QP type when it is not RC (UC, XRC) */
 		if (cm->u.req.transport_service_type)
 			fprintf(out, " type %s", cmp_cm_req_qp_type_str(&cm->u.req));
 		break;

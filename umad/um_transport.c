@@ -372,7 +372,7 @@ int um_port_recv(struct um_port *p, struct um_rx *rx)
 
 	/* No poll first: libibumad opens the umad device O_NONBLOCK, so
 	 * umad_recv with timeout 0 says -EAGAIN when nothing waits (the sim's
-	 * drop-in as well) — a system call per MAD saved (issue 15). */
+	 * drop-in as well) — a system call per MAD saved. */
 	for (;;) {
 		len = (int)p->rxcap;
 		errno = 0;

@@ -952,7 +952,7 @@ static uint16_t dest_port(const struct uport *up, int dst, uint32_t qpn, const u
 	/* Whether the agent's process still lives matters only for a Get or
 	 * Set (answer_unserved answers those when nobody serves them): for
 	 * anything else a dead agent and none lose the MAD alike, so the /proc
-	 * read per MAD is saved (issue 15). */
+	 * read per MAD is saved. */
 	if ((M_METHOD(mad) == 0x01 || M_METHOD(mad) == 0x02
 		     ? simf_agent_find
 		     : simf_agent_find_any)(G.f, dst, (uint8_t)qpn, M_CLASS(mad), M_VERSION(mad), M_METHOD(mad),
@@ -2270,7 +2270,7 @@ static ssize_t direct_take(int fd, void *buf, size_t cap, int clean)
  * (qseq == qseen, no backlog): sleeps in a recvfrom on the UDP socket
  * itself, SO_RCVTIMEO as the timeout (set again only when it changes), and
  * hands the datagram's first record to the caller — sendto and a blocking
- * recvfrom per round trip, the UDP floor's two system calls (issue 15).
+ * recvfrom per round trip, the UDP floor's two system calls.
  * A record queued on fd meanwhile (by the receive thread: a send's
  * timeout; or a datagram's second record) wakes it with an empty datagram
  * (deliver), and the ordered way (direct_recv's epoll_wait) takes over.
@@ -2357,7 +2357,7 @@ static int direct_block(int fd, void *buf, size_t cap, int timeout_ms, uint64_t 
 }
 
 /*
- * umad_recv of a direct-mode port (issue 15: the fabric's MAD path at the
+ * umad_recv of a direct-mode port (the fabric's MAD path at the
  * UDP floor). One epoll_wait on the fd the caller polls tells which end is
  * ready: records already queued on fd (by the receive thread, or left by
  * an earlier datagram) come first, through the socketpair as always; else

@@ -121,7 +121,7 @@ struct sv_ctx {
 	/* Sockets of destroyed QPs, still bound and in epfd, each handed to
 	 * the next QP created with the QPN after its last one on the same
 	 * port (qpn + SIMF_MAX_QPN): a QP is ~8 us and 5 system calls
-	 * cheaper to create, 2 to destroy (issue 15). A datagram for an
+	 * cheaper to create, 2 to destroy. A datagram for an
 	 * older QPN that reaches it is dropped (BTH destination QPN) and
 	 * counted in stale_drops. */
 	struct { int fd; uint32_t qpn; } idle[SV_IDLE_MAX];

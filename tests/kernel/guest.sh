@@ -370,6 +370,10 @@ while read -r NAME APP CLIENT SERVER; do
 	case $NAME in '' | \#*) continue ;; esac
 	CK=$OUT/checks/$NAME CK_T0=$SECONDS
 	mkdir -p "$CK"
+	# where this check's part of the link's capture begins, on the
+	# capture's clock (tests/kernel/fidelity.py): K takes part in every
+	# check that puts a MAD on the link and walks the list in step with U
+	[ "$role" = K ] && date +%s.%N >"$CK/k.start"
 	if [ "$SERVER" = - ]; then
 		[ "$role" = U ] && run_ibcm
 		continue

@@ -238,7 +238,7 @@ static inline void lt_export_ldpath(void)
 	free(v);
 }
 
-/* 1 when the fabric runs a uscmd per node (daemon mode, issue 12): lt_node
+/* 1 when the fabric runs a uscmd per node (daemon mode): lt_node
  * then points USCM_SOCKET at that node's daemon. */
 static int lt_daemon;
 
@@ -268,7 +268,7 @@ static inline void lt_fabric_start_opts(const char *link, int nodes, const char 
 	int rc;
 
 	if (!lt_have_sim())
-		tf_skip_missing("build/bin/uscm-sim is not built (sim/, issue 4): needs the simulated fabric");
+		tf_skip_missing("build/bin/uscm-sim is not built (sim/): needs the simulated fabric");
 	lt_check_dropins();
 	lt_export_ldpath();
 	snprintf(lt_dir, sizeof(lt_dir), "/tmp/uscm-libtest.XXXXXX");

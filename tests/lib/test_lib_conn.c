@@ -723,7 +723,7 @@ Test(conn, backlog_full_is_rejected)
 	rdma_destroy_event_channel(ch);
 }
 
-/* ---- events that need no memory when they happen (issue 13.2) ------------------- */
+/* ---- events that need no memory when they happen ------------------------- */
 
 /* USCM_FAULT_EVENT_ALLOC=1: every event a completion would take from the
  * heap fails to allocate (CONNECT_REQUEST's excepted: its failure refuses

@@ -1,6 +1,6 @@
 /*
  * The hand-over of the umad fds between a blocking rdma_get_cm_event and
- * the progress thread (issue 15, lib/cma_core.c, docs/library.md "Threads
+ * the progress thread (lib/cma_core.c, docs/library.md "Threads
  * and locking"). After a blocking wait returns, the fds stay off in the
  * progress thread's set for USCM_WAIT_HANDOVER_US, so the MAD that
  * arrives between two waits waits for the next one instead of waking the

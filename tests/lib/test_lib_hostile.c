@@ -1,5 +1,5 @@
 /*
- * Adversarial peers (issue 8): a three-node IB fabric where node1 (this
+ * Adversarial peers: a three-node IB fabric where node1 (this
  * process, the client) and node2 (a forked server) hold an established
  * rdma_cm connection, and node3 runs build/bin/uscm-hostile.
  *

@@ -1,5 +1,5 @@
 /*
- * Link faults under connections (issue 17): on a fat tree with two spines
+ * Link faults under connections: on a fat tree with two spines
  * (fat-tree:2,2,1: node1 on leaf1 = sw1, node2 on leaf2 = sw2, spines sw3
  * and sw4) under Debian's unmodified opensm, the leaf1-spine cable on the
  * path between the two hosts goes down while RC connections made by

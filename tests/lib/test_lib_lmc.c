@@ -1,5 +1,5 @@
 /*
- * LMC > 0 and the two SMs' PathRecords (issue 17): `uscm-sim up --lmc 2`
+ * LMC > 0 and the two SMs' PathRecords: `uscm-sim up --lmc 2`
  * gives every CA port 4 LIDs. Under Debian's unmodified opensm (its `lmc`
  * option) on a fat tree of 2 leaves and 2 spines: OpenSM programs every LID
  * of each range, ibtracert shows two LIDs of one port reached through

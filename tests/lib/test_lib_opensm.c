@@ -1,5 +1,5 @@
 /*
- * Debian's unmodified opensm as the fabric's SM and SA (issue 17, first
+ * Debian's unmodified opensm as the fabric's SM and SA (first
  * slice): `uscm-sim start --sm opensm` runs it on node1's port over the
  * umad drop-in, on the switchless two-node fabric (node1 and node2 linked
  * back to back). The ports come up Active with the LIDs OpenSM assigned

@@ -1,5 +1,5 @@
 /*
- * Partitions under Debian's unmodified OpenSM (issue 17): `uscm-sim up
+ * Partitions under Debian's unmodified OpenSM: `uscm-sim up
  * --sm opensm --partitions FILE` hands OpenSM a partitions.conf; OpenSM
  * programs every port's P_Key table from it, its SA answers PathRecords
  * only for ports that share a partition, and the fabric drops what a port

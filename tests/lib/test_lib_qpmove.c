@@ -1,8 +1,8 @@
 /*
- * QP transitions run without the library lock (issue 13 point 7,
- * lib/cma_qpjob.c). The sim's libibverbs makes every ibv_modify_qp of a
- * process slow (USCM_SIM_MODIFY_QP_DELAY_MS, as a firmware command can be
- * on hardware); meanwhile other ids of that process must make progress —
+ * QP transitions run without the library lock (lib/cma_qpjob.c). The
+ * sim's libibverbs makes every ibv_modify_qp of a process slow
+ * (USCM_SIM_MODIFY_QP_DELAY_MS, as a firmware command can be on
+ * hardware); meanwhile other ids of that process must make progress —
  * which they cannot while one lock is held across the call — and a
  * disconnect that comes during the move to RTS must still leave the QP in
  * ERROR. In-process mode: in daemon mode the library never moves QPs under

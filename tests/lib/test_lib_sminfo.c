@@ -1,5 +1,5 @@
 /*
- * SMInfo of the port an SM runs on (issue 17): under `--sm opensm` a
+ * SMInfo of the port an SM runs on: under `--sm opensm` a
  * SubnGet(SMInfo) to OpenSM's port is answered by OpenSM itself (the HCA's
  * SMA hands SMInfo to the SM on the port, IBTA 14.2.5.13), LID-routed and
  * by a directed route, from its own node and from another node across

@@ -1,5 +1,5 @@
 /*
- * Switches and topologies (issue 17, second slice): `uscm-sim start --topo`
+ * Switches and topologies: `uscm-sim start --topo`
  * with a topology file in ibsim's format, or a generator. Under the built-in
  * SM (which gives switches LIDs and min-hop LFTs) and under Debian's
  * unmodified opensm (which sweeps through the switches' SMAs by directed
@@ -368,7 +368,7 @@ Test(switch, builtin_mckey_across_leaves)
 	mckey_across_leaves("--no-uscmd --topo fat-tree:4,2,2", "0xc000");
 }
 
-/* issue 17's scale target: 64 hosts and 20 switches (16 leaves with 4
+/* The scale target: 64 hosts and 20 switches (16 leaves with 4
  * hosts each, 4 spines) come up under OpenSM in under 30 s; ibnetdiscover
  * finds all 84 nodes and rping crosses from the first leaf to the last */
 Test(switch, opensm_64_hosts_20_switches)

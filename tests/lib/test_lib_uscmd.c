@@ -1,5 +1,5 @@
 /*
- * uscmd, the CM as a host service (issue 12), on the simulated fabric with
+ * uscmd, the CM as a host service, on the simulated fabric with
  * one daemon per node (`uscm-sim start --uscmd`):
  *  - unmodified Debian rdmacm-utils with BOTH sides on one node (loopback
  *    through the port): rping, ucmatose, udaddy, mckey (two receivers in

@@ -1,5 +1,5 @@
 /*
- * XRC through uscm's librdmacm (issue 14): Debian's unmodified
+ * XRC through uscm's librdmacm: Debian's unmodified
  * rdma_xserver / rdma_xclient (rdmacm-utils) in XRC mode (-c x) on the
  * simulated fabric, IB and RoCE, server on node 1, client on node 2. The
  * server's library makes an XRC target QP in the device's XRC domain and,

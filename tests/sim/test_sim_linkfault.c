@@ -1,4 +1,4 @@
-/* Fault rules by link (issue 17): `link=NODE:PORT` (and `dir=`) matches the
+/* Fault rules by link: `link=NODE:PORT` (and `dir=`) matches the
  * datagrams that cross that cable. On chain:2,2 (node1, node2 on sw1's
  * ports 1, 2; node3, node4 on sw2's ports 1, 2; sw1 port 4 - sw2 port 3)
  * with LFTs programmed: 100% loss on the inter-switch cable loses what

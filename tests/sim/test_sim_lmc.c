@@ -1,4 +1,4 @@
-/* LMC in simf (issue 17): a port's LID range in the fabric's LID table
+/* LMC in simf: a port's LID range in the fabric's LID table
  * (simf_lid_range_set: aligned bases, overlaps refused, the old range
  * freed), LID routing to every LID of a range through the switches, and the
  * path bits a packet carries (simf_bth_set_lids / simf_bth_slid /

@@ -192,7 +192,7 @@ struct ns_run {
 /* A thread's sockets are made in the keeper's namespace before and after
  * the thread moves to a namespace of its own: simf_socket learns the
  * keeper's SO_NETNS_COOKIE from its first socket and must not trust it
- * for a thread that has moved since (issue 15's fast path). */
+ * for a thread that has moved since (the fast path). */
 static void *ns_thread(void *arg)
 {
 	struct ns_run *r = arg;

@@ -1,4 +1,4 @@
-/* simf topologies and switches (issue 17): the ibsim / ibnetdiscover topology
+/* simf topologies and switches: the ibsim / ibnetdiscover topology
  * file parser, the generators, and how packets travel: LID-routed through
  * each switch's LFT (a missing entry, a LID above LinearFDBTop, a cable
  * whose link is down lose the packet), directed routes hop by hop with the

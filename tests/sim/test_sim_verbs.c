@@ -1046,7 +1046,7 @@ Test(sim_verbs, ud_between_processes, .fini = fabric_stop, .timeout = 60)
 	run_pair(ud_sender, ud_receiver, NULL, 20000);
 }
 
-/* A destroyed QP's socket serves the next QP of the context (issue 15),
+/* A destroyed QP's socket serves the next QP of the context,
  * under the QPN one SIMF_MAX_QPN higher on the same port: a datagram for
  * the old QPN — sent while the socket waits, or after it was handed on —
  * must never complete on the new QP. */

@@ -1,4 +1,4 @@
-/* The verbs drop-in with LMC > 0 (issue 17): on a fabric started with
+/* The verbs drop-in with LMC > 0: on a fabric started with
  * `--lmc 2`, a UD datagram sent through an AH whose DLID is a non-base LID
  * of the peer's range and whose src_path_bits are set arrives, and the
  * receiver's completion reports the sender's SLID (base | path bits) and

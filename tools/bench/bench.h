@@ -99,6 +99,8 @@ struct bench_run {
 	int nsteps;
 	double heap_per_conn; /* uscm: bytes per established connection, verbs excluded */
 	double sa_queries;    /* uscm: SA queries during the run (SA's own counter) */
+	double udp_drops;     /* uscm: datagrams the host's UDP dropped at a full receive
+			       * buffer during the run (MADs lost), -1 unknown */
 	struct bench_csw csw[BENCH_CSW_SIDES]; /* per connection, connect step */
 	double cpu_ping_us, cpu_echo_us;       /* echo/ping roles: CPU per round trip */
 	int ok;

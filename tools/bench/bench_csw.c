@@ -11,7 +11,7 @@
  * With them, the CPU time the same threads used (user + system): unlike
  * latency, it does not depend on where and when the scheduler runs the
  * two processes, so it is the stable measure of what a connection costs
- * (issue 15: on this VM the wall-clock floor itself is bimodal). A uscmd's
+ * (on a VM the wall-clock floor itself can be bimodal). A uscmd's
  * comes from /proc/PID/task/TID/schedstat (nanoseconds on the CPU; its
  * stat's utime/stime count 10 ms ticks, too coarse for a few µs).
  */

@@ -8,7 +8,7 @@
  * "one at a time", each QP created, moved and destroyed before the next
  * (connect/disconnect churn: the drop-in reuses the last QP's socket).
  * The sim is the "hardware" under the library: this is the part of a
- * connection's CPU the fabric adds (issue 15; docs/performance.md).
+ * connection's CPU the fabric adds (docs/performance.md).
  */
 #include <errno.h>
 #include <stdio.h>

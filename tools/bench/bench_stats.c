@@ -155,6 +155,9 @@ void bench_print_run(FILE *f, const struct bench_run *r)
 			s->total_us / 1e3, s->total_us / (double)s->n, s->min, s->p50, s->p99, s->max);
 	}
 	fprintf(f, "  connections/s  %.0f\n", bench_rate(r));
+	if (strcmp(r->what, "tcp") && r->udp_drops > 0)
+		fprintf(f, "  MADs lost at a full socket buffer %.0f (the host's UDP RcvbufErrors during the "
+			   "run): each resent after the CM's response timeout\n", r->udp_drops);
 	bench_csw_print(f, r);
 }
 
