@@ -1,21 +1,22 @@
 /*
  * uscm's CM messages on RoCE against kernel 6.1's, field by field: Debian's
- * unmodified rping (server on node 2, client on node 1, both over uscm's
- * librdmacm in process) on the simulated fabric's RoCE link, the server's
- * USCM_PCAP file (every message of the connection: REQ, RTU and DREQ in,
- * REP and DREP out) decoded by uscm-decode -v, and each of REQ, REP, RTU,
- * DREQ and DREP compared with the same message of the reference capture
- * kernel61-rxe-rping.pcap (rping between two kernel 6.1 rdma_cm hosts over
- * rdma_rxe). Every decoded field must be equal except those that name the
- * connection or the hosts: comm IDs, QPNs, PSNs, CA GUIDs, GIDs, the CMA
- * header's addresses and ports, the TID's upper half (ib_umad writes it)
- * and what the HCA, not the CM, chooses (QP1's UDP source port and BTH
- * PSN). Two of those are checked by their rule instead, on both files: the
- * TID's lower half is the byte-swapped comm ID of the side that began the
- * transaction, and the REQ's flow label is (source port * 31 + destination
- * port) mod 2^20 of the rdma_cm ports. The reference capture lives outside
- * the repository ($USCM_REFERENCE_CAPTURES, else
- * $USCM_SOURCE_DIR/../shared/reference/captures): a skip without it.
+ * unmodified rping (and udaddy) on the simulated fabric's RoCE link, server
+ * on node 2 and client on node 1, both over uscm's librdmacm in process;
+ * the server's USCM_PCAP file (every message of the exchange: REQ, RTU and
+ * DREQ in, REP and DREP out; SIDR_REQ in, SIDR_REP out) decoded by
+ * uscm-decode -v, and each message compared with the same message of a
+ * capture of two kernel 6.1 rdma_cm hosts over rdma_rxe running the same
+ * program: the shared kernel61-rxe-rping.pcap ($USCM_REFERENCE_CAPTURES,
+ * else $USCM_SOURCE_DIR/../shared/reference/captures; a skip without it)
+ * and the kernel tier's in-tree tests/captures/kernel61-k2k-rping.pcap and
+ * kernel61-k2k-udaddy.pcap. Every decoded field must be equal except those
+ * that name the connection or the hosts: comm IDs, request IDs, QPNs, PSNs,
+ * CA GUIDs, GIDs, the CMA header's addresses and ports, the TID's upper
+ * half (ib_umad writes it) and what the HCA, not the CM, chooses (QP1's
+ * UDP source port and BTH PSN). Two of those are checked by their rule
+ * instead, on both files: the TID's lower half is the byte-swapped comm ID
+ * of the side that began the transaction, and the REQ's flow label is
+ * (source port * 31 + destination port) mod 2^20 of the rdma_cm ports.
  */
 #include <ctype.h>
 
@@ -31,13 +32,14 @@ struct field {
 };
 
 struct msg {
-	char attr[8];
+	char attr[16];
 	int n;
 	struct field f[MAX_FIELDS];
 };
 
-static const char *const attrs[] = { "REQ", "REP", "RTU", "DREQ", "DREP" };
-#define NATTR (sizeof(attrs) / sizeof(attrs[0]))
+enum { M_REQ, M_REP, M_RTU, M_DREQ, M_DREP, M_SIDR_REQ, M_SIDR_REP, NATTR };
+static const char *const attrs[NATTR] = { "REQ",  "REP",      "RTU",     "DREQ",
+					  "DREP", "SIDR_REQ", "SIDR_REP" };
 
 /* The fields of the first message of each kind in `uscm-decode -v` output:
  * the "    name: value" lines of its block, plus "ip" (the IPv4 line's
@@ -61,7 +63,7 @@ static void parse(const char *out, struct msg m[NATTR])
 		if (isdigit((unsigned char)*t)) { /* a frame's line */
 			cur = NULL;
 			for (size_t i = 0; i < NATTR; i++) {
-				char want[16];
+				char want[32];
 
 				snprintf(want, sizeof(want), " CM Send %s(", attrs[i]);
 				if (cm && !strncmp(cm, want, strlen(want)) && !m[i].attr[0]) {
@@ -125,6 +127,7 @@ static int allowed(const char *name)
 {
 	static const char *const skip[] = {
 		"local_comm_id", "remote_comm_id", "local_qpn", "remote_qpn_eecn", "starting_psn",
+		"request_id", "qpn",
 		"local_ca_guid", "primary_local_gid", "primary_remote_gid",
 		"tid",                /* its rule: tid_rule() */
 		"primary_flow_label", /* its rule: flow_label_rule() */
@@ -137,20 +140,23 @@ static int allowed(const char *name)
 	return 0;
 }
 
-/* The TID's lower half: the byte-swapped comm ID of the side that began
- * the transaction (REQ, REP, RTU: the REQ's sender; DREQ, DREP: the
- * DREQ's, the client in both captures). */
-static void tid_rule(const struct msg m[NATTR], const char *who)
+/* The TID's lower half: the byte-swapped comm ID (request ID) of the side
+ * that began the transaction (REQ, REP, RTU: the REQ's sender; DREQ,
+ * DREP: the DREQ's, the client in these captures; SIDR_REQ, SIDR_REP: the
+ * SIDR_REQ's). `want`: the messages of the exchange. */
+static void tid_rule(const struct msg m[NATTR], unsigned want, const char *who)
 {
-	uint32_t req = (uint32_t)num(&m[0], "local_comm_id");
-	uint32_t dreq = (uint32_t)num(&m[3], "local_comm_id");
-
 	for (size_t i = 0; i < NATTR; i++) {
+		if (!(want & 1u << i))
+			continue;
+		size_t first = i <= M_RTU ? M_REQ : i <= M_DREP ? M_DREQ : M_SIDR_REQ;
+		uint32_t id = (uint32_t)num(&m[first], first == M_SIDR_REQ ? "request_id"
+									   : "local_comm_id");
 		uint32_t lo = (uint32_t)num(&m[i], "tid");
-		uint32_t want = __builtin_bswap32(i < 3 ? req : dreq);
 
-		cr_expect_eq(lo, want, "%s %s: TID lower half 0x%08x, byte-swapped comm ID 0x%08x", who,
-			     m[i].attr, lo, want);
+		cr_expect_eq(lo, __builtin_bswap32(id),
+			     "%s %s: TID lower half 0x%08x, byte-swapped comm ID 0x%08x", who,
+			     m[i].attr, lo, __builtin_bswap32(id));
 	}
 }
 
@@ -179,11 +185,13 @@ static void flow_label_rule(const struct msg *req, const char *who)
 		     (sport * 31 + dport) & 0xFFFFF);
 }
 
-static void compare(const struct msg k[NATTR], const struct msg u[NATTR])
+static void compare(const struct msg k[NATTR], const struct msg u[NATTR], unsigned want)
 {
 	int diffs = 0;
 
 	for (size_t i = 0; i < NATTR; i++) {
+		if (!(want & 1u << i))
+			continue;
 		cr_assert(k[i].attr[0], "no %s in the reference capture", attrs[i]);
 		cr_assert(u[i].attr[0], "no %s in uscm's capture", attrs[i]);
 		for (int j = 0; j < k[i].n; j++) {
@@ -199,13 +207,17 @@ static void compare(const struct msg k[NATTR], const struct msg u[NATTR])
 		}
 		cr_expect_eq(u[i].n, k[i].n, "%s: %d fields decoded, the kernel's %d", attrs[i], u[i].n,
 			     k[i].n);
+		if (i != M_REQ && i != M_SIDR_REQ)
+			continue;
+		/* the CMA header's fixed bytes (version 0, IPv4) and its zero tail */
+		const char *kp = get(&k[i], "private_data"), *up = get(&u[i], "private_data");
+		cr_assert(kp && up);
+		cr_expect(!strncmp(kp, up, 4), "%s CMA header: kernel %.4s, uscm %.4s", attrs[i], kp,
+			  up);
+		cr_expect_str_eq(strchr(up, ' ') ? strchr(up, ' ') : "",
+				 strchr(kp, ' ') ? strchr(kp, ' ') : "", "%s private data length",
+				 attrs[i]);
 	}
-	/* the CMA header's fixed bytes (version 0, IPv4) and its zero tail */
-	const char *kp = get(&k[0], "private_data"), *up = get(&u[0], "private_data");
-	cr_assert(kp && up);
-	cr_expect(!strncmp(kp, up, 4), "CMA header: kernel %.4s, uscm %.4s", kp, up);
-	cr_expect_str_eq(strchr(up, ' ') ? strchr(up, ' ') : "", strchr(kp, ' ') ? strchr(kp, ' ') : "",
-			 "REQ private data length");
 	cr_expect_eq(diffs, 0, "%d fields differ from kernel 6.1's", diffs);
 }
 
@@ -235,49 +247,97 @@ static void reference(char *path, size_t len, const char *name)
 		tf_skip_missing("the reference capture %s is absent (USCM_REFERENCE_CAPTURES)", path);
 }
 
-Test(wire_kernel, rping_roce_messages_are_kernel61s)
+/* Runs `server` on node 2 (its USCM_PCAP file server.pcap), then `client`
+ * on node 1, both with the library's defaults (lt_util_env shortens the CM
+ * response timeout, a REQ field, for tests that start a client early; here
+ * the client starts once the server listens), and compares the server's
+ * file with the kernel's capture `ref`: the messages in `want`. */
+static void wire_check(const char *ref, const char *server, const char *client, unsigned want)
 {
-	char ref[4096], spcap[300], *out = NULL, *rc = NULL, *kd, *ud;
+	char spcap[300], rcpath[320], *out = NULL, *rc = NULL, *kd, *ud;
 	static struct msg k[NATTR], u[NATTR];
 	int st;
 
-	reference(ref, sizeof(ref), "kernel61-rxe-rping.pcap");
-	if (lt_sh(NULL, "command -v rping >/dev/null") != 0)
-		tf_skip_missing("rping (Debian rdmacm-utils) is not installed");
 	if (getenv("USCM_TEST_DAEMON") && atoi(getenv("USCM_TEST_DAEMON")))
 		tf_deselect("USCM_PCAP captures in process only");
 	lt_fabric_start("roce", 2);
 	snprintf(spcap, sizeof(spcap), "%s/server.pcap", lt_dir);
-	/* the library's defaults (lt_util_env shortens the CM response
-	 * timeout, a REQ field, for tests that start the client early; here
-	 * the client starts once the server listens) */
 	cr_assert_eq(lt_sh(NULL,
 			   "(USCM_SIM_NODE=node2 USCM_PCAP=%s %s env -u USCM_CM_RESPONSE_TIMEOUT"
-			   " timeout 60 rping -s -C 3 >%s/server.out 2>&1; echo $? >%s/server.rc)"
+			   " timeout 60 %s >%s/server.out 2>&1; echo $? >%s/server.rc)"
 			   " >/dev/null 2>&1 &",
-			   spcap, lt_util_env(), lt_dir, lt_dir),
+			   spcap, lt_util_env(), server, lt_dir, lt_dir),
 		     0);
-	cr_assert(lt_wait_until(lt_file_size(spcap) >= 24, 10000), "rping -s did not listen");
-	st = lt_sh(&out, "USCM_SIM_NODE=node1 %s env -u USCM_CM_RESPONSE_TIMEOUT timeout 60"
-			 " rping -c -a 127.10.0.2 -C 3 2>&1", lt_util_env());
-	cr_assert_eq(st, 0, "rping -c exited %d:\n%s", st, out);
+	/* rdma_listen opens the port, which creates the file */
+	cr_assert(lt_wait_until(lt_file_size(spcap) >= 24, 10000), "%s did not listen", server);
+	st = lt_sh(&out, "USCM_SIM_NODE=node1 %s env -u USCM_CM_RESPONSE_TIMEOUT timeout 60 %s 2>&1",
+		   lt_util_env(), client);
+	cr_assert_eq(st, 0, "%s exited %d:\n%s", client, st, out);
 	free(out);
-	char rcpath[320];
 	snprintf(rcpath, sizeof(rcpath), "%s/server.rc", lt_dir);
-	cr_assert(lt_wait_until(lt_file_size(rcpath) > 0, 10000), "rping -s did not exit");
+	cr_assert(lt_wait_until(lt_file_size(rcpath) > 0, 10000), "%s did not exit", server);
 	lt_sh(&rc, "cat %s", rcpath);
-	cr_assert(rc && rc[0] == '0', "rping -s exited %s", rc ? rc : "?");
+	cr_assert(rc && rc[0] == '0', "%s exited %s", server, rc ? rc : "?");
 	free(rc);
 
 	kd = decode(ref);
 	ud = decode(spcap);
 	parse(kd, k);
 	parse(ud, u);
-	compare(k, u);
-	tid_rule(k, "kernel 6.1");
-	tid_rule(u, "uscm");
-	flow_label_rule(&k[0], "kernel 6.1");
-	flow_label_rule(&u[0], "uscm");
+	compare(k, u, want);
+	tid_rule(k, want, "kernel 6.1");
+	tid_rule(u, want, "uscm");
+	if (want & 1u << M_REQ) {
+		flow_label_rule(&k[M_REQ], "kernel 6.1");
+		flow_label_rule(&u[M_REQ], "uscm");
+	}
 	free(kd);
 	free(ud);
+}
+
+#define CONNECTION (1u << M_REQ | 1u << M_REP | 1u << M_RTU | 1u << M_DREQ | 1u << M_DREP)
+#define SIDR (1u << M_SIDR_REQ | 1u << M_SIDR_REP)
+
+static void need(const char *bin)
+{
+	if (lt_sh(NULL, "command -v %s >/dev/null", bin) != 0)
+		tf_skip_missing("%s (Debian rdmacm-utils) is not installed", bin);
+}
+
+/* The shared capture of a kernel 6.1 rping (port 7174). */
+Test(wire_kernel, rping_roce_messages_are_kernel61s)
+{
+	char ref[4096];
+
+	reference(ref, sizeof(ref), "kernel61-rxe-rping.pcap");
+	need("rping");
+	wire_check(ref, "rping -s -C 3", "rping -c -a 127.10.0.2 -C 3", CONNECTION);
+}
+
+/* The in-tree captures of the kernel tier's kernel<->kernel checks
+ * (tests/captures/): rping on port 7215, udaddy's SIDR on 7174. */
+static void in_tree(char *ref, size_t len, const char *name)
+{
+	const char *src = getenv("USCM_SOURCE_DIR");
+
+	snprintf(ref, len, "%s/tests/captures/%s", src && *src ? src : ".", name);
+	cr_assert_eq(access(ref, R_OK), 0, "%s", ref);
+}
+
+Test(wire_kernel, rping_roce_messages_are_the_tiers_kernels)
+{
+	char ref[4096];
+
+	in_tree(ref, sizeof(ref), "kernel61-k2k-rping.pcap");
+	need("rping");
+	wire_check(ref, "rping -s -p 7215 -C 3", "rping -c -a 127.10.0.2 -p 7215 -C 3", CONNECTION);
+}
+
+Test(wire_kernel, udaddy_roce_sidr_is_the_tiers_kernels)
+{
+	char ref[4096];
+
+	in_tree(ref, sizeof(ref), "kernel61-k2k-udaddy.pcap");
+	need("udaddy");
+	wire_check(ref, "udaddy -c 1", "udaddy -s 127.10.0.2 -c 1", SIDR);
 }
