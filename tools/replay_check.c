@@ -460,6 +460,59 @@ static uint8_t lifetime(const struct player *p, const struct cmp_cm_req *r, uint
 		(pa).roce = (roce);                                       \
 	} while (0)
 
+/* The REQ of a connection over IB whose route S resolved in the trace: the
+ * SA's PathRecord answer (to S, before the REQ) for the REQ's destination
+ * GID is the input, and the path uscm's library makes of it
+ * (lib/cma_addr.c's path_from_sa) gives the REQ's path fields: LIDs, flow
+ * label, traffic class, hop limit, SL, rate, MTU, P_Key, lifetime (so the
+ * local ACK timeout) and the subnet-local bit are then uscm's choices for
+ * that answer, compared with S's. --packet-life-time still overrides the
+ * lifetime. 0: no such answer. */
+static int ib_sa_path(struct player *p, const struct rp_mad *req, struct cmp_path *pa)
+{
+	const struct cmp_cm_req *r = &req->cm.u.req;
+	struct um_sa_msg sa = { 0 };
+	int found = 0;
+
+	if (req->meta.link != UM_LINK_IB)
+		return 0;
+	for (size_t i = 0; i < p->t->n && p->t->m[i].ts <= req->ts; i++) {
+		const struct rp_mad *m = &p->t->m[i];
+		struct um_sa_msg one;
+
+		if (m->dir != RP_TO_S || m->hdr.mgmt_class != UMAD_CLASS_SUBN_ADM ||
+		    m->hdr.attr_id != UMAD_SA_ATTR_PATH_REC || m->hdr.method != UMAD_METHOD_GET_RESP ||
+		    m->hdr.status)
+			continue;
+		if (um_sa_decode(m->mad, sizeof(m->mad), &one, NULL) < 0 || !one.nrecords)
+			continue;
+		if (!memcmp(one.u.pr.dgid, r->primary_remote_gid, 16) &&
+		    !memcmp(one.u.pr.sgid, r->primary_local_gid, 16)) {
+			sa = one;
+			found = 1;
+		}
+	}
+	if (!found)
+		return 0;
+	memset(pa, 0, sizeof(*pa));
+	memcpy(pa->sgid, sa.u.pr.sgid, 16);
+	memcpy(pa->dgid, sa.u.pr.dgid, 16);
+	pa->slid = sa.u.pr.slid;
+	pa->dlid = sa.u.pr.dlid;
+	pa->flow_label = sa.u.pr.flow_label;
+	pa->tclass = sa.u.pr.tclass;
+	pa->hop_limit = sa.u.pr.hop_limit;
+	pa->sl = sa.u.pr.sl;
+	pa->mtu = sa.u.pr.mtu;
+	pa->rate = sa.u.pr.rate;
+	pa->packet_life_time = p->o->packet_life_time >= 0 ? (uint8_t)p->o->packet_life_time
+							   : sa.u.pr.packet_life_time;
+	pa->pkey = sa.u.pr.pkey;
+	pa->port_num = 1;
+	pa->subnet_local = sa.u.pr.hop_limit <= 1;
+	return 1;
+}
+
 /* The REQ of an rdma_cm id over RoCE (RoCEv2 frames, an IP service ID, a
  * CMA header): no SA to ask, so its path is what uscm's library builds from
  * the application's inputs (lib/cma_addr.c's roce_path), not the trace's:
@@ -521,7 +574,7 @@ static void do_connect(struct player *p, size_t i)
 	uint8_t ca = p->o->ca_ack_delay >= 0 ? (uint8_t)p->o->ca_ack_delay : 15;
 	int roce = m->meta.link != UM_LINK_IB;
 
-	if (!roce_cma_path(p, m, &pri)) {
+	if (!roce_cma_path(p, m, &pri) && !ib_sa_path(p, m, &pri)) {
 		PATH_FROM_REQ(pri, r, primary, lifetime(p, r, ca), roce);
 		rp_report_from_trace(p->r, UMAD_CM_ATTR_REQ,
 				     "primary_local_lid primary_remote_lid primary_local_gid "
