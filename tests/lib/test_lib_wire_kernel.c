@@ -1,22 +1,22 @@
 /*
  * uscm's CM messages on RoCE against kernel 6.1's, field by field: Debian's
- * unmodified rping (and udaddy) on the simulated fabric's RoCE link, server
- * on node 2 and client on node 1, both over uscm's librdmacm in process;
- * the server's USCM_PCAP file (every message of the exchange: REQ, RTU and
- * DREQ in, REP and DREP out; SIDR_REQ in, SIDR_REP out) decoded by
- * uscm-decode -v, and each message compared with the same message of a
- * capture of two kernel 6.1 rdma_cm hosts over rdma_rxe running the same
- * program: the shared kernel61-rxe-rping.pcap ($USCM_REFERENCE_CAPTURES,
- * else $USCM_SOURCE_DIR/../shared/reference/captures; a skip without it)
- * and the kernel tier's in-tree tests/captures/kernel61-k2k-rping.pcap and
- * kernel61-k2k-udaddy.pcap. Every decoded field must be equal except those
- * that name the connection or the hosts: comm IDs, request IDs, QPNs, PSNs,
- * CA GUIDs, GIDs, the CMA header's addresses and ports, the TID's upper
- * half (ib_umad writes it) and what the HCA, not the CM, chooses (QP1's
- * UDP source port and BTH PSN). Two of those are checked by their rule
- * instead, on both files: the TID's lower half is the byte-swapped comm ID
- * of the side that began the transaction, and the REQ's flow label is
- * (source port * 31 + destination port) mod 2^20 of the rdma_cm ports.
+ * unmodified rping on the simulated fabric's RoCE link, server on node 2
+ * and client on node 1, both over uscm's librdmacm in process; the
+ * server's USCM_PCAP file (every message of the connection: REQ, RTU and
+ * DREQ in, REP and DREP out) decoded by uscm-decode -v, and each message
+ * compared with the same message of a capture of two kernel 6.1 rdma_cm
+ * hosts over rdma_rxe running rping: the shared kernel61-rxe-rping.pcap
+ * ($USCM_REFERENCE_CAPTURES, else
+ * $USCM_SOURCE_DIR/../shared/reference/captures; a skip without it) and
+ * the kernel tier's in-tree tests/captures/kernel61-k2k-rping.pcap. Every
+ * decoded field must be equal except those that name the connection or the
+ * hosts: comm IDs, QPNs, PSNs, CA GUIDs, GIDs, the CMA header's addresses
+ * and ports, the TID's upper half (ib_umad writes it) and what the HCA,
+ * not the CM, chooses (QP1's UDP source port and BTH PSN). Two of those
+ * are checked by their rule instead, on both files: the TID's lower half
+ * is the byte-swapped comm ID of the side that began the transaction, and
+ * the REQ's flow label is (source port * 31 + destination port) mod 2^20
+ * of the rdma_cm ports. (wire_check also takes SIDR_REQ / SIDR_REP.)
  */
 #include <ctype.h>
 
@@ -296,7 +296,6 @@ static void wire_check(const char *ref, const char *server, const char *client, 
 }
 
 #define CONNECTION (1u << M_REQ | 1u << M_REP | 1u << M_RTU | 1u << M_DREQ | 1u << M_DREP)
-#define SIDR (1u << M_SIDR_REQ | 1u << M_SIDR_REP)
 
 static void need(const char *bin)
 {
@@ -315,7 +314,7 @@ Test(wire_kernel, rping_roce_messages_are_kernel61s)
 }
 
 /* The in-tree captures of the kernel tier's kernel<->kernel checks
- * (tests/captures/): rping on port 7215, udaddy's SIDR on 7174. */
+ * (tests/captures/): rping on port 7215. */
 static void in_tree(char *ref, size_t len, const char *name)
 {
 	const char *src = getenv("USCM_SOURCE_DIR");
@@ -331,13 +330,4 @@ Test(wire_kernel, rping_roce_messages_are_the_tiers_kernels)
 	in_tree(ref, sizeof(ref), "kernel61-k2k-rping.pcap");
 	need("rping");
 	wire_check(ref, "rping -s -p 7215 -C 3", "rping -c -a 127.10.0.2 -p 7215 -C 3", CONNECTION);
-}
-
-Test(wire_kernel, udaddy_roce_sidr_is_the_tiers_kernels)
-{
-	char ref[4096];
-
-	in_tree(ref, sizeof(ref), "kernel61-k2k-udaddy.pcap");
-	need("udaddy");
-	wire_check(ref, "udaddy -c 1", "udaddy -s 127.10.0.2 -c 1", SIDR);
 }
