@@ -1,7 +1,7 @@
 /*
  * usp_proto.c - frame checks of the library <-> uscmd request protocol.
  * The daemon runs every received frame through usp_check_request before it
- * looks at a single field (tests/fuzz/fuzz_usp.c fuzzes it).
+ * looks at a single field (tests/fuzz/fuzz_usp_request.c fuzzes it).
  */
 #include "lib/usp_proto.h"
 
