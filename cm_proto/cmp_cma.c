@@ -46,6 +46,11 @@ const char *cmp_ps_str(enum cmp_ps ps)
 	return "?";
 }
 
+uint32_t cmp_roce_flow_label(uint16_t src_port, uint16_t dst_port)
+{
+	return ((uint32_t)src_port * 31 + dst_port) & 0xFFFFF;
+}
+
 /* Copies a socket address into a 16-byte CMA slot; returns its port. */
 static int addr_to_slot(const struct sockaddr *sa, uint8_t slot[16], uint16_t *port)
 {

@@ -48,6 +48,17 @@ uint64_t cmp_sid_make(enum cmp_ps ps, uint16_t port);
 int cmp_sid_split(uint64_t sid, enum cmp_ps *ps, uint16_t *port);
 const char *cmp_ps_str(enum cmp_ps ps);
 
+/* What the kernel's rdma_cm (6.1) builds for a RoCE path, there being no
+ * SA to ask: the packet lifetime (the REQ's local ACK timeout is one more,
+ * 19, with a CA ACK delay up to 19), and for RoCE v2 the flow label of a
+ * connection from its rdma_cm ports, (source port * 31 + destination port)
+ * mod 2^20, unless an IPv6 source address carries a flow label of its own
+ * (the library's roce_path; uscm-replay check's RoCE REQ). Both reference
+ * captures of kernel CMs over rdma_rxe follow it (ports 55198 -> 7174:
+ * 669736; 41257 -> 7471: 237862). */
+#define CMP_ROCE_PACKET_LIFETIME 18
+uint32_t cmp_roce_flow_label(uint16_t src_port, uint16_t dst_port);
+
 /* Writes the CMA header for src -> dst (both AF_INET or both AF_INET6;
  * src's port is the source port) into the first 36 bytes of `pdata`.
  * Returns 0, or -1 with errno EAFNOSUPPORT / EINVAL. */

@@ -269,6 +269,15 @@ static void send_dreq(struct cmp_engine *e, struct cmp_conn *c, const void *pdat
 		(r)->pfx##_local_ack_timeout = (ack_timeout);                     \
 	} while (0)
 
+/* A RoCE path names no LIDs: the kernel's ib_cm (cm_format_req) writes the
+ * permissive LID 0xFFFF as both of a REQ path's port LIDs when the path's
+ * hop limit exceeds 1, as a RoCE path's always does (64), so that is what
+ * a kernel peer sends and expects. An IB path keeps the SA's LIDs. */
+static int req_lids_permissive(const struct cmp_path *p)
+{
+	return p->roce && p->hop_limit > 1;
+}
+
 /* The REQ's path as seen from the passive side. */
 static void path_from_req(struct cmp_path *p, const struct cmp_cm_req *r, int alt,
 			  const struct cmp_addr *src)
@@ -1068,9 +1077,14 @@ int cmp_connect(struct cmp_engine *e, const struct cmp_req_param *p, void *ctx,
 		r->srq = c->srq;
 	}
 	REQ_PATH_WRITE(r, pp, primary, c->av_timeout);
-	if (c->has_alt)
+	if (req_lids_permissive(pp))
+		r->primary_local_lid = r->primary_remote_lid = CMP_LID_PERMISSIVE;
+	if (c->has_alt) {
 		REQ_PATH_WRITE(r, &c->alt, alternate,
 			       cmp_ack_timeout(e->s.local_ca_ack_delay, c->alt.packet_life_time));
+		if (req_lids_permissive(&c->alt))
+			r->alternate_local_lid = r->alternate_remote_lid = CMP_LID_PERMISSIVE;
+	}
 	copy_pdata(r->private_data, sizeof(r->private_data), p->private_data, p->private_data_len);
 	cmp_send(e, c, &c->dst, &m, 1);
 	arm_retry(e, c, 2 * conv(pp->packet_life_time) + conv(c->remote_cm_response_timeout),

@@ -124,6 +124,9 @@ struct cmp_path {
 	uint8_t roce;             /* 1: RoCE, always GRH, no LIDs */
 };
 
+/* The LID a RoCE REQ carries for both ports of a path (hop limit > 1). */
+#define CMP_LID_PERMISSIVE 0xFFFF
+
 /* ---- connection parameters ----------------------------------------------- */
 
 /* What a connection's QP is. RC and UC are their REQ transport service

@@ -1351,6 +1351,30 @@ static void route_cancel(struct cma_id *id)
 	id->sa_pending = 0;
 }
 
+/* The flow label of a RoCE v2 path, as kernel 6.1's rdma_cm chooses it
+ * (cmp_roce_flow_label): an IPv6 source address's own flow label when it
+ * has one, else one from the connection's rdma_cm ports, so each
+ * connection between two hosts gets its own label and, through it, its own
+ * UDP source port on a NIC that derives one from the label. RoCE v1 paths
+ * carry none. */
+static uint32_t roce_flow_label(const struct cma_id *id, int sgid_index)
+{
+	const struct cma_port *p = id->port;
+	const struct sockaddr *src = (const struct sockaddr *)&id->id.route.addr.src_addr;
+	const struct sockaddr *dst = (const struct sockaddr *)&id->id.route.addr.dst_addr;
+
+	if (p->gid_types && sgid_index >= 0 && sgid_index < p->ngids &&
+	    p->gid_types[sgid_index] == IBV_GID_TYPE_ROCE_V1)
+		return 0;
+	if (src->sa_family == AF_INET6) {
+		uint32_t fl = be32toh(((const struct sockaddr_in6 *)src)->sin6_flowinfo) & 0xFFFFF;
+
+		if (fl)
+			return fl;
+	}
+	return cmp_roce_flow_label(cma_addr_port(src), cma_addr_port(dst));
+}
+
 static int roce_path(struct cma_id *id)
 {
 	struct cma_port *p = id->port;
@@ -1366,6 +1390,7 @@ static int roce_path(struct cma_id *id)
 	path->pkey_index = (uint16_t)(idx >= 0 ? idx : 0);
 	idx = cma_port_gid_index(p, path->sgid);
 	path->sgid_index = (uint8_t)(idx >= 0 ? idx : 0);
+	path->flow_label = roce_flow_label(id, idx);
 	path->mtu = (uint8_t)(p->attr.active_mtu ? p->attr.active_mtu : IBV_MTU_1024);
 	path->rate = 0;
 	path->hop_limit = 64;

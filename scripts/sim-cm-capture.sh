@@ -55,8 +55,12 @@ wait "${pids[-1]}"
 run node2 timeout 10 "$B/bin/uscm-churn" server -p 7177 --pause-at req > "$dir/churn.out" 2>&1 &
 pids+=($!)
 wait_for "$dir/churn.out" READY
-# the client gives up (REJ timeout) well before the MRA's service timeout
-run node1 timeout 1 "$B/bin/uscm-churn" client 127.10.0.2 -p 7177 -n 1 >/dev/null 2>&1 || true
+# the client gives up (REJ timeout) well before the MRA's service timeout;
+# its first REQ retry comes after 2 x the path lifetime + the response
+# timeout: ~0.2 s on IB, ~2.2 s on RoCE (lifetime 18, as the kernel's)
+wait=1
+[ "$link" = roce ] && wait=3
+run node1 timeout "$wait" "$B/bin/uscm-churn" client 127.10.0.2 -p 7177 -n 1 >/dev/null 2>&1 || true
 grep -q "PAUSED req" "$dir/churn.out"
 "$B/bin/uscm-sim" down --dir "$dir" >/dev/null
 cp "$dir/f.pcap" "$out"

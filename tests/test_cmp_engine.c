@@ -3571,6 +3571,39 @@ Test(engine, roce_peer_not_matched_by_lid_zero)
 	next_ev(B, CMP_EV_DREQ_RECEIVED);
 }
 
+/* A RoCE REQ carries the permissive LID 0xFFFF as both port LIDs of its
+ * path (hop limit 64), as kernel 6.1's ib_cm sends it; the passive side
+ * connects on it. An IB path keeps the SA's LIDs, even with a hop limit
+ * above 1 (connect_sends_req_with_every_field's alternate path). */
+Test(engine, roce_req_lids_are_permissive)
+{
+	struct cmp_cm_msg m;
+
+	up();
+	pa.slid = pa.dlid = 0;
+	pa.roce = 1;
+	pa.subnet_local = 0;
+	pa.hop_limit = 64;
+	listen_b();
+	connect_a();
+	take_to(A, 0, UMAD_CM_ATTR_REQ, &m);
+	EQ(m.u.req.primary_local_lid, 0xFFFF);
+	EQ(m.u.req.primary_remote_lid, 0xFFFF);
+	EQ(m.u.req.alternate_local_lid, 0);
+	EQ(m.u.req.alternate_remote_lid, 0);
+	struct cmp_addr from_a = { .grh = 1, .qpn = 1, .qkey = 0x80010000 };
+	memcpy(from_a.gid, pa.sgid, 16);
+	cmp_engine_recv(E(B), &from_a, TX.mad, CMP_MAD_SIZE, T.now);
+	cb = next_ev(B, CMP_EV_REQ_RECEIVED)->conn;
+	cr_assert_eq(cmp_accept(E(B), cb, &pp, T.now), 0);
+	take_to(B, 0, UMAD_CM_ATTR_REP, &m);
+	struct cmp_addr from_b = { .grh = 1, .qpn = 1, .qkey = 0x80010000 };
+	memcpy(from_b.gid, pa.dgid, 16);
+	cmp_engine_recv(E(A), &from_b, TX.mad, CMP_MAD_SIZE, T.now);
+	next_ev(A, CMP_EV_REP_RECEIVED);
+	STATE(ca, CMP_REP_RCVD);
+}
+
 /* settings.max_pending caps the half-open passive connections of the
  * whole engine (all listeners): REQ_RCVD up to REP_SENT awaiting the RTU.
  * Past it a REQ gets REJ(no resources) and counts in half_open_drops;

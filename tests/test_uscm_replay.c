@@ -180,6 +180,115 @@ Test(replay, rping_roce_both_sides_check_clean)
 	both_sides_clean(path("roce.pcap"), "ip:127.10.0.1", "gid:::ffff:127.10.0.2");
 }
 
+/* Rewrites one field of the first REQ in a pcap (RoCEv2 or IB): the REQ's
+ * byte `at` (MAD offset 24 + at) set to v under mask, the MAD found by its
+ * header (base version 1, class CM, version 2, Send, attribute REQ). The
+ * ICRC goes stale; the replay reads the MAD regardless. */
+static void patch_req(const char *file, size_t at, uint8_t mask, uint8_t v)
+{
+	FILE *f = fopen(file, "r+b");
+	uint8_t rec[16], buf[2048];
+	long pos = 24;
+
+	cr_assert(f, "%s", file);
+	for (;;) {
+		cr_assert_eq(fseek(f, pos, SEEK_SET), 0);
+		cr_assert_eq(fread(rec, 1, 16, f), 16, "no REQ in %s", file);
+		uint32_t incl = (uint32_t)rec[8] | (uint32_t)rec[9] << 8 | (uint32_t)rec[10] << 16 |
+				(uint32_t)rec[11] << 24;
+		size_t n = fread(buf, 1, incl < sizeof(buf) ? incl : sizeof(buf), f);
+		for (size_t o = 0; o + 256 <= n; o++) {
+			const uint8_t *m = buf + o;
+
+			if (m[0] != 1 || m[1] != 7 || m[2] != 2 || m[3] != 3 || m[16] || m[17] != 0x10)
+				continue;
+			long off = pos + 16 + (long)o + 24 + (long)at;
+			uint8_t b = (uint8_t)((m[24 + at] & ~mask) | (v & mask));
+
+			cr_assert_eq(fseek(f, off, SEEK_SET), 0);
+			cr_assert_eq(fwrite(&b, 1, 1, f), 1);
+			fclose(f);
+			return;
+		}
+		pos += 16 + (long)incl;
+	}
+}
+
+/* On RoCE the player builds the REQ's path as uscm's library does from
+ * the application's inputs (addresses, ports, ToS), so LIDs, flow label
+ * and local ACK timeout are uscm's choices, checked against S's: a REQ
+ * with the old values (LID 0, another flow label, ACK timeout 17) differs
+ * in exactly those fields; the fields taken from the trace are listed,
+ * and those three are not among them. */
+Test(replay, roce_req_path_is_uscms_choice)
+{
+	char args[512], *out;
+
+	need_tools();
+	cr_assert_eq(capture("roce", "roce", "", ""), 0);
+	snprintf(args, sizeof(args), "check %s --side ip:127.10.0.1 --tolerance-ms 150",
+		 path("roce.pcap"));
+	cr_assert_eq(replay(&out, args), 0, "%s", out);
+	cr_expect(!strncmp(out, "0 differences\n", 14), "%s", out);
+	const char *taken = strstr(out, "taken from the trace (S's inputs, not checked):");
+	cr_assert(taken, "%s", out);
+	cr_expect(strstr(taken, " REQ.service_id ") && strstr(taken, " REQ.primary_local_gid "),
+		  "%s", out);
+	cr_expect(!strstr(taken, "REQ.primary_flow_label") && !strstr(taken, "REQ.primary_local_lid") &&
+			  !strstr(taken, "REQ.primary_local_ack_timeout"),
+		  "%s", out);
+	free(out);
+	/* --json lists them too */
+	snprintf(args, sizeof(args), "check %s --side ip:127.10.0.1 --tolerance-ms 150 --json",
+		 path("roce.pcap"));
+	replay(&out, args);
+	cr_expect(strstr(out, "\"from_trace\": [\"REQ.primary_local_gid\""), "%s", out);
+	free(out);
+
+	/* what uscm sent before: LIDs 0, flow label 0, local ACK timeout 17 */
+	for (size_t b = 52; b < 56; b++)
+		patch_req(path("roce.pcap"), b, 0xFF, 0);
+	patch_req(path("roce.pcap"), 88, 0xFF, 0);
+	patch_req(path("roce.pcap"), 89, 0xFF, 0);
+	patch_req(path("roce.pcap"), 90, 0xF0, 0);
+	patch_req(path("roce.pcap"), 95, 0xF8, 17 << 3);
+	snprintf(args, sizeof(args), "check %s --side ip:127.10.0.1 --tolerance-ms 150",
+		 path("roce.pcap"));
+	cr_expect_eq(replay(&out, args), 1, "%s", out);
+	cr_expect(strstr(out, "REQ      primary_local_lid: trace 0x0, engine 0xffff"), "%s", out);
+	cr_expect(strstr(out, "REQ      primary_remote_lid: trace 0x0, engine 0xffff"), "%s", out);
+	cr_expect(strstr(out, "REQ      primary_flow_label: trace 0x0, engine 0x"), "%s", out);
+	cr_expect(strstr(out, "REQ      primary_local_ack_timeout: trace 0x11, engine 0x13"), "%s", out);
+	cr_expect(strstr(out, "\n4 differences"), "%s", out);
+	free(out);
+}
+
+/* On IB the player builds the REQ's path from the SA's PathRecord answer
+ * in the trace, as the library does: the path fields are uscm's choices
+ * for that answer, not copied from the REQ, so a REQ that does not carry
+ * what the answer says (here SL 5) differs. */
+Test(replay, ib_req_path_is_uscms_choice_for_the_sa_answer)
+{
+	char args[512], *out;
+
+	need_tools();
+	cr_assert_eq(capture("ibpath", "ib", "", ""), 0);
+	snprintf(args, sizeof(args), "check %s --side lid:2 --tolerance-ms 150", path("ibpath.pcap"));
+	cr_assert_eq(replay(&out, args), 0, "%s", out);
+	cr_expect(!strncmp(out, "0 differences\n", 14), "%s", out);
+	const char *taken = strstr(out, "taken from the trace (S's inputs, not checked):");
+	cr_assert(taken, "%s", out);
+	cr_expect(strstr(taken, " REQ.service_id ") && !strstr(taken, "REQ.primary_local_lid") &&
+			  !strstr(taken, "REQ.primary_sl") && !strstr(taken, "REQ.path_mtu"),
+		  "%s", out);
+	free(out);
+	patch_req(path("ibpath.pcap"), 94, 0xF0, 5 << 4); /* primary SL 5 */
+	cr_expect_eq(replay(&out, args), 1, "%s", out);
+	cr_expect(strstr(out, "REQ      primary_sl: trace 0x5, engine 0x0"), "%s", out);
+	cr_expect(strstr(out, "\n1 difference"), "%s", out);
+	free(out);
+}
+
 /* The issue's own words: each side records itself with the library's
  * USCM_PCAP (not the fabric's capture), and each side's own file checks
  * clean as that side, on IB and on RoCE. The side's TIDs in its own file

@@ -396,10 +396,9 @@ static void feed(struct player *p, size_t i)
 	p->feeding = NONE;
 }
 
-/* The path lifetime S used: the option, else the SA's answer for that
- * destination when the trace has it, else the largest lifetime that gives the
- * REQ's local ACK timeout (the formula is flat for small lifetimes). */
-static uint8_t lifetime(const struct player *p, const struct cmp_cm_req *r, uint8_t ca_delay)
+/* The SA's PathRecord answer's packet lifetime for the REQ's destination,
+ * the last in the trace, or -1. */
+static int sa_lifetime(const struct player *p, const struct cmp_cm_req *r)
 {
 	struct um_sa_msg sa;
 	int found = -1;
@@ -414,6 +413,23 @@ static uint8_t lifetime(const struct player *p, const struct cmp_cm_req *r, uint
 		if (!memcmp(sa.u.pr.dgid, r->primary_remote_gid, 16))
 			found = sa.u.pr.packet_life_time;
 	}
+	return found;
+}
+
+/* 1 when the lifetime is read back from the REQ's own local ACK timeout
+ * (neither --packet-life-time nor a PathRecord answer gives it). */
+static int lifetime_inferred(const struct player *p, const struct cmp_cm_req *r)
+{
+	return p->o->packet_life_time < 0 && sa_lifetime(p, r) < 0;
+}
+
+/* The path lifetime S used: the option, else the SA's answer for that
+ * destination when the trace has it, else the largest lifetime that gives the
+ * REQ's local ACK timeout (the formula is flat for small lifetimes). */
+static uint8_t lifetime(const struct player *p, const struct cmp_cm_req *r, uint8_t ca_delay)
+{
+	int found = sa_lifetime(p, r);
+
 	if (p->o->packet_life_time >= 0)
 		return (uint8_t)p->o->packet_life_time;
 	if (found >= 0)
@@ -444,6 +460,102 @@ static uint8_t lifetime(const struct player *p, const struct cmp_cm_req *r, uint
 		(pa).roce = (roce);                                       \
 	} while (0)
 
+/* The REQ of a connection over IB whose route S resolved in the trace: the
+ * SA's PathRecord answer (to S, before the REQ) for the REQ's destination
+ * GID is the input, and the path uscm's library makes of it
+ * (lib/cma_addr.c's path_from_sa) gives the REQ's path fields: LIDs, flow
+ * label, traffic class, hop limit, SL, rate, MTU, P_Key, lifetime (so the
+ * local ACK timeout) and the subnet-local bit are then uscm's choices for
+ * that answer, compared with S's. --packet-life-time still overrides the
+ * lifetime. 0: no such answer. */
+static int ib_sa_path(struct player *p, const struct rp_mad *req, struct cmp_path *pa)
+{
+	const struct cmp_cm_req *r = &req->cm.u.req;
+	struct um_sa_msg sa = { 0 };
+	int found = 0;
+
+	if (req->meta.link != UM_LINK_IB)
+		return 0;
+	for (size_t i = 0; i < p->t->n && p->t->m[i].ts <= req->ts; i++) {
+		const struct rp_mad *m = &p->t->m[i];
+		struct um_sa_msg one;
+
+		if (m->dir != RP_TO_S || m->hdr.mgmt_class != UMAD_CLASS_SUBN_ADM ||
+		    m->hdr.attr_id != UMAD_SA_ATTR_PATH_REC || m->hdr.method != UMAD_METHOD_GET_RESP ||
+		    m->hdr.status)
+			continue;
+		if (um_sa_decode(m->mad, sizeof(m->mad), &one, NULL) < 0 || !one.nrecords)
+			continue;
+		if (!memcmp(one.u.pr.dgid, r->primary_remote_gid, 16) &&
+		    !memcmp(one.u.pr.sgid, r->primary_local_gid, 16)) {
+			sa = one;
+			found = 1;
+		}
+	}
+	if (!found)
+		return 0;
+	memset(pa, 0, sizeof(*pa));
+	memcpy(pa->sgid, sa.u.pr.sgid, 16);
+	memcpy(pa->dgid, sa.u.pr.dgid, 16);
+	pa->slid = sa.u.pr.slid;
+	pa->dlid = sa.u.pr.dlid;
+	pa->flow_label = sa.u.pr.flow_label;
+	pa->tclass = sa.u.pr.tclass;
+	pa->hop_limit = sa.u.pr.hop_limit;
+	pa->sl = sa.u.pr.sl;
+	pa->mtu = sa.u.pr.mtu;
+	pa->rate = sa.u.pr.rate;
+	pa->packet_life_time = p->o->packet_life_time >= 0 ? (uint8_t)p->o->packet_life_time
+							   : sa.u.pr.packet_life_time;
+	pa->pkey = sa.u.pr.pkey;
+	pa->port_num = 1;
+	pa->subnet_local = sa.u.pr.hop_limit <= 1;
+	return 1;
+}
+
+/* The REQ of an rdma_cm id over RoCE (RoCEv2 frames, an IP service ID, a
+ * CMA header): no SA to ask, so its path is what uscm's library builds from
+ * the application's inputs (lib/cma_addr.c's roce_path), not the trace's:
+ * the addresses (the GIDs), the ports (the CMA header's source port, the
+ * service ID's), the ToS (the traffic class) and the device's MTU. The LIDs
+ * (none: the engine writes the permissive LID), flow label, hop limit,
+ * P_Key, rate, SL and packet lifetime (so the local ACK timeout) are then
+ * uscm's own choices, compared with S's. An IPv6 source address may carry
+ * a flow label of its own, which the wire does not show: taken from the
+ * trace then. 0: not such a REQ. */
+static int roce_cma_path(struct player *p, const struct rp_mad *m, struct cmp_path *pa)
+{
+	const struct cmp_cm_req *r = &m->cm.u.req;
+	struct cmp_cma_hdr h;
+	enum cmp_ps ps;
+	uint16_t dport;
+
+	if (m->meta.link != UM_LINK_ROCEV2 || cmp_sid_split(r->service_id, &ps, &dport) < 0)
+		return 0;
+	cmp_layout_decode(&cmp_cma_hdr_layout, r->private_data, &h);
+	if (h.cma_version != CMP_CMA_VERSION || (h.ip_version != 4 && h.ip_version != 6))
+		return 0;
+	memset(pa, 0, sizeof(*pa));
+	memcpy(pa->sgid, r->primary_local_gid, 16);
+	memcpy(pa->dgid, r->primary_remote_gid, 16);
+	pa->tclass = r->primary_traffic_class;
+	pa->sl = (uint8_t)(pa->tclass >> 5);
+	pa->hop_limit = 64;
+	pa->pkey = 0xFFFF;
+	pa->mtu = r->path_mtu;
+	pa->packet_life_time = p->o->packet_life_time >= 0 ? (uint8_t)p->o->packet_life_time
+							   : CMP_ROCE_PACKET_LIFETIME;
+	pa->flow_label = h.ip_version == 4 ? cmp_roce_flow_label(h.src_port, dport)
+					   : r->primary_flow_label;
+	pa->port_num = 1;
+	pa->roce = 1;
+	rp_report_from_trace(p->r, UMAD_CM_ATTR_REQ,
+			     "primary_local_gid primary_remote_gid primary_traffic_class path_mtu");
+	if (h.ip_version == 6)
+		rp_report_from_trace(p->r, UMAD_CM_ATTR_REQ, "primary_flow_label");
+	return 1;
+}
+
 static void action_failed(struct player *p, const struct rp_mad *m, const char *call)
 {
 	rp_report_add(p->r, RP_D_ACTION, m->frame, m->hdr.attr_id, NULL,
@@ -462,13 +574,33 @@ static void do_connect(struct player *p, size_t i)
 	uint8_t ca = p->o->ca_ack_delay >= 0 ? (uint8_t)p->o->ca_ack_delay : 15;
 	int roce = m->meta.link != UM_LINK_IB;
 
-	PATH_FROM_REQ(pri, r, primary, lifetime(p, r, ca), roce);
+	if (!roce_cma_path(p, m, &pri) && !ib_sa_path(p, m, &pri)) {
+		PATH_FROM_REQ(pri, r, primary, lifetime(p, r, ca), roce);
+		rp_report_from_trace(p->r, UMAD_CM_ATTR_REQ,
+				     "primary_local_lid primary_remote_lid primary_local_gid "
+				     "primary_remote_gid primary_flow_label primary_traffic_class "
+				     "primary_hop_limit primary_sl primary_packet_rate "
+				     "primary_subnet_local path_mtu pkey");
+		if (lifetime_inferred(p, r))
+			rp_report_from_trace(p->r, UMAD_CM_ATTR_REQ, "primary_local_ack_timeout");
+	}
 	q.primary = &pri;
 	static const uint8_t zero[16];
 	if (r->alternate_local_lid || memcmp(r->alternate_remote_gid, zero, 16)) {
 		PATH_FROM_REQ(alt, r, alternate, pri.packet_life_time, roce);
 		q.alternate = &alt;
+		rp_report_from_trace(p->r, UMAD_CM_ATTR_REQ,
+				     "alternate_local_lid alternate_remote_lid alternate_local_gid "
+				     "alternate_remote_gid alternate_flow_label alternate_traffic_class "
+				     "alternate_hop_limit alternate_sl alternate_packet_rate "
+				     "alternate_subnet_local");
 	}
+	rp_report_from_trace(p->r, UMAD_CM_ATTR_REQ,
+			     "attr_mod service_id local_qpn transport_service_type "
+			     "extended_transport_type starting_psn responder_resources initiator_depth "
+			     "remote_cm_response_timeout local_cm_response_timeout retry_count "
+			     "rnr_retry_count max_cm_retries end_to_end_flow_control srq vendor_id "
+			     "private_data");
 	q.service_id = r->service_id;
 	q.qpn = r->local_qpn;
 	/* transport 3 with extended type 1: an XRC initiator */
@@ -519,6 +651,10 @@ static void do_accept(struct player *p, size_t i)
 	q.ece.attr_mod = m->hdr.attr_mod;
 	q.private_data = r->private_data;
 	q.private_data_len = CMP_REP_PDATA;
+	rp_report_from_trace(p->r, UMAD_CM_ATTR_REP,
+			     "attr_mod local_qpn local_eecn starting_psn responder_resources "
+			     "initiator_depth failover_accepted end_to_end_flow_control "
+			     "rnr_retry_count srq vendor_id_h vendor_id_m vendor_id_l private_data");
 	p->pc[m->conn].accepted = 1;
 	p->pending = (long)i;
 	if (cmp_accept(p->e, p->pc[m->conn].ec, &q, m->ts) < 0)
@@ -556,6 +692,7 @@ static void act(struct player *p, size_t i)
 			return;
 		c->rtu = 1;
 		p->pending = (long)i;
+		rp_report_from_trace(p->r, UMAD_CM_ATTR_RTU, "private_data");
 		rc = cmp_rtu(p->e, c->ec, m->cm.u.rtu.private_data, CMP_RTU_PDATA, m->ts);
 		if (rc < 0)
 			action_failed(p, m, "rtu");
@@ -565,6 +702,7 @@ static void act(struct player *p, size_t i)
 			return;
 		c->dreq = 1;
 		p->pending = (long)i;
+		rp_report_from_trace(p->r, UMAD_CM_ATTR_DREQ, "private_data");
 		if (cmp_disconnect(p->e, c->ec, m->cm.u.dreq.private_data, CMP_DREQ_PDATA, m->ts) < 0)
 			action_failed(p, m, "disconnect");
 		return;
@@ -573,6 +711,7 @@ static void act(struct player *p, size_t i)
 			return;
 		c->drep = 1;
 		p->pending = (long)i;
+		rp_report_from_trace(p->r, UMAD_CM_ATTR_DREP, "private_data");
 		if (cmp_disconnect(p->e, c->ec, m->cm.u.drep.private_data, CMP_DREP_PDATA, m->ts) < 0)
 			action_failed(p, m, "disconnect (DREP)");
 		return;
@@ -580,6 +719,8 @@ static void act(struct player *p, size_t i)
 		if (!c->ec || !user_can_reject(st))
 			return;
 		p->pending = (long)i;
+		rp_report_from_trace(p->r, UMAD_CM_ATTR_REJ,
+				     "reason reject_info_length ari private_data");
 		if (cmp_reject(p->e, c->ec, m->cm.u.rej.reason, m->cm.u.rej.ari,
 			       m->cm.u.rej.reject_info_length > CMP_ARI_SIZE
 				       ? CMP_ARI_SIZE
@@ -591,6 +732,7 @@ static void act(struct player *p, size_t i)
 		if (!c->ec || (st != CMP_REQ_RCVD && st != CMP_REP_RCVD))
 			return;
 		p->pending = (long)i;
+		rp_report_from_trace(p->r, UMAD_CM_ATTR_MRA, "service_timeout private_data");
 		if (cmp_mra(p->e, c->ec, m->cm.u.mra.service_timeout, m->cm.u.mra.private_data,
 			    CMP_MRA_PDATA, m->ts) < 0)
 			action_failed(p, m, "mra");
@@ -599,6 +741,9 @@ static void act(struct player *p, size_t i)
 		if (!c->ec || st != CMP_SIDR_REQ_RCVD)
 			return;
 		p->pending = (long)i;
+		rp_report_from_trace(p->r, UMAD_CM_ATTR_SIDR_REP,
+				     "attr_mod status qpn qkey vendor_id_h vendor_id_l additional_info_length "
+				     "additional_info private_data");
 		{
 			const struct cmp_cm_sidr_rep *s = &m->cm.u.sidr_rep;
 			struct cmp_sidr_rep_param q = {
@@ -619,6 +764,7 @@ static void act(struct player *p, size_t i)
 			return;
 		c->connected = 1;
 		p->pending = (long)i;
+		rp_report_from_trace(p->r, UMAD_CM_ATTR_SIDR_REQ, "pkey service_id private_data");
 		{
 			uint8_t ca = p->o->ca_ack_delay >= 0 ? (uint8_t)p->o->ca_ack_delay : 15;
 			struct cmp_path pa = { 0 };

@@ -80,6 +80,25 @@ struct rp_diff *rp_report_add(struct rp_report *r, enum rp_diff_kind k, uint64_t
 	return d;
 }
 
+void rp_report_from_trace(struct rp_report *r, uint16_t attr, const char *fields)
+{
+	const char *msg = cmp_cm_attr_str(attr);
+
+	while (*fields) {
+		size_t len = strcspn(fields, " ");
+		char one[48];
+		size_t i;
+
+		snprintf(one, sizeof(one), "%s.%.*s", msg, (int)len, fields);
+		for (i = 0; i < r->nfrom && strcmp(r->from_trace[i], one); i++)
+			;
+		if (len && i == r->nfrom && r->nfrom < RP_FROM_MAX)
+			memcpy(r->from_trace[r->nfrom++], one, sizeof(one));
+		fields += len;
+		fields += strspn(fields, " ");
+	}
+}
+
 static double rel(const struct rp_report *r, uint64_t t)
 {
 	return t ? (double)(int64_t)(t - r->t0) / 1e9 : 0.0;
@@ -114,6 +133,12 @@ void rp_report_print(const struct rp_report *r, FILE *out, const char *who)
 		if (r->counts[k])
 			fprintf(out, ", %s %u", rp_diff_kind_str((enum rp_diff_kind)k), r->counts[k]);
 	fputc('\n', out);
+	if (r->nfrom) {
+		fputs("taken from the trace (S's inputs, not checked):", out);
+		for (size_t i = 0; i < r->nfrom; i++)
+			fprintf(out, " %s", r->from_trace[i]);
+		fputc('\n', out);
+	}
 }
 
 void rp_report_json(const struct rp_report *r, FILE *out, const char *mode, const char *side)
@@ -144,6 +169,11 @@ void rp_report_json(const struct rp_report *r, FILE *out, const char *mode, cons
 			rel(r, d->t_peer));
 		cmp_json_str(out, d->reason);
 		fputc('}', out);
+	}
+	fputs("], \"from_trace\": [", out);
+	for (size_t i = 0; i < r->nfrom; i++) {
+		fputs(i ? ", " : "", out);
+		cmp_json_str(out, r->from_trace[i]);
 	}
 	fputs("]}\n", out);
 }
@@ -269,6 +299,9 @@ static const char *hint(uint16_t attr, const struct cmp_field *f)
 	if (strstr(f->name, "local_ack_timeout"))
 		return "from S's CA ACK delay and the path lifetime (--ca-ack-delay, "
 		       "--packet-life-time)";
+	if (attr == UMAD_CM_ATTR_REQ && !strncmp(f->name, "primary_", 8))
+		return "the path uscm builds for S's inputs (RoCE: lib/cma_addr.c's roce_path "
+		       "for the addresses, ports and ToS; the trace's fields where listed as taken)";
 	if (!strcmp(f->name, "service_timeout"))
 		return "S's MRA service timeout (a CM setting)";
 	if (!strcmp(f->name, "private_data") || !strcmp(f->name, "ari") ||

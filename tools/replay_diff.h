@@ -48,11 +48,18 @@ struct rp_diff {
 	char reason[200];
 };
 
+/* The fields the player took from the trace as its user calls' inputs
+ * (what S's application and device chose), not produced by the engine and
+ * so not checked: "REQ.service_id", ... */
+#define RP_FROM_MAX 64
+
 struct rp_report {
 	struct rp_diff *d;
 	size_t n, cap;
 	unsigned counts[RP_D_KINDS];
 	uint64_t t0;             /* trace time origin (ns) */
+	char from_trace[RP_FROM_MAX][48];
+	size_t nfrom;
 };
 
 void rp_report_init(struct rp_report *r, uint64_t t0);
@@ -61,7 +68,11 @@ void rp_report_free(struct rp_report *r);
 struct rp_diff *rp_report_add(struct rp_report *r, enum rp_diff_kind k, uint64_t frame,
 			      uint16_t attr, const char *field, const char *fmt, ...)
 	__attribute__((format(printf, 6, 7)));
-/* Text: one line per difference, then a summary. JSON: one object. */
+/* Notes that a message's fields (a space-separated list) were taken from
+ * the trace; each MSG.field once, in the order first noted. */
+void rp_report_from_trace(struct rp_report *r, uint16_t attr, const char *fields);
+/* Text: one line per difference, a summary, then the fields taken from
+ * the trace. JSON: one object ("from_trace": the fields). */
 void rp_report_print(const struct rp_report *r, FILE *out, const char *who);
 void rp_report_json(const struct rp_report *r, FILE *out, const char *mode, const char *side);
 

@@ -651,7 +651,7 @@ Test(roce, resolve_and_local_route)
 	cr_assert_eq(id->route.num_paths, 1);
 	cr_expect_arr_eq(id->route.path_rec->dgid.raw, roce2, 16);
 	cr_expect_eq(id->route.path_rec->hop_limit, 64);
-	cr_expect_eq(id->route.path_rec->packet_life_time, 16);
+	cr_expect_eq(id->route.path_rec->packet_life_time, 18);
 	cr_expect_eq(be16toh(id->route.path_rec->pkey), 0xFFFF);
 	/* An address the hosts file lacks is still a RoCE GID (its IP). */
 	rdma_destroy_id(id);
