@@ -221,7 +221,7 @@ client_cmd() {
 # ---- more programs: rping sizes, cmtime, rdma_server, rsockets, perftest,
 # a peer killed, one node, an unprivileged user ----------------------------
 # A check's program column names what both sides run:
-#   rping-s64, rping-s64k  rping -V with -S 64 and -S 65535 (its largest)
+#   rping-s64, rping-s64k  rping -V -C 20 with -S 64 and -S 65535 (its largest)
 #   cmtime                 cmtime -c 200 (its server serves until stopped)
 #   rdma_server            rdma_server / rdma_client (one request, one reply)
 #   rstream, riostream     rsockets: 100 verified transfers of 64 KiB
@@ -239,7 +239,7 @@ kx_side_env() {
 }
 kx_server_cmd() { # APP PORT
 	case $1 in
-	rping-s64) echo "rping -s -V -S 64 -C 100 -a $SADDR -p $2" ;;
+	rping-s64) echo "rping -s -V -S 64 -C 20 -a $SADDR -p $2" ;;
 	rping-s64k) echo "rping -s -V -S 65535 -C 20 -a $SADDR -p $2" ;;
 	cmtime) echo "cmtime -b $SADDR -p $2" ;;
 	rdma_server) echo "rdma_server -s $SADDR -p $2" ;;
@@ -252,7 +252,7 @@ kx_server_cmd() { # APP PORT
 }
 kx_client_cmd() { # APP PORT
 	case $1 in
-	rping-s64) echo "rping -c -V -S 64 -C 100 -a $SADDR -p $2" ;;
+	rping-s64) echo "rping -c -V -S 64 -C 20 -a $SADDR -p $2" ;;
 	rping-s64k) echo "rping -c -V -S 65535 -C 20 -a $SADDR -p $2" ;;
 	cmtime) echo "cmtime -s $SADDR -p $2 -c 200" ;;
 	rdma_server) echo "rdma_client -s $SADDR -p $2" ;;
@@ -295,14 +295,13 @@ kx_want() {
 	case "$APP $1" in
 	"cmtime server") echo "0|stopped" ;;
 	"rping-killserver server" | "rping-killclient client") echo 137 ;;
-	# the survivor: what two kernels show (rping returns the failed
-	# completion's error or the disconnect's)
-	"rping-killserver client") echo "$KX_SURVIVOR_RC" ;;
-	"rping-killclient server") echo "$KX_SURVIVOR_RC" ;;
+	# the survivor exits 0 as between two kernels: the killed side's CM
+	# (the kernel's, or uscmd for its dead client) sends a DREQ, rping
+	# takes DISCONNECTED as the end of the test (-C 100000 would take
+	# hours: an exit 0 is the disconnect, a hang is timeout's 124)
 	*) echo 0 ;;
 	esac
 }
-KX_SURVIVOR_RC='[1-9][0-9]?|1[0-1][0-9]|12[0-3]'
 # kx_output: what the programs printed, where they print what they verified
 kx_output() {
 	local c=$CK/client.log s=$CK/server.log
@@ -314,8 +313,9 @@ kx_output() {
 		grep -qx 'rdma_client: end 0' "$c" || echo -n "no 'rdma_client: end 0'; "
 		grep -qx 'rdma_server: end 0' "$s" || echo -n "no 'rdma_server: end 0'; " ;;
 	rstream | riostream)
-		# the table's line: name bytes xfers iters total time Gb/sec usec/xfer
-		grep -qE '^64k +64k +100 ' "$c" || echo -n "no 64k x 100 result line; "
+		# the table's line: name (custom: -S), bytes, xfers, iterations,
+		# total, time, Gb/sec, usec/xfer
+		grep -qE '^custom +64k +100 +1 ' "$c" || echo -n "no 64k x 100 result line; "
 		grep -qi 'verification failed' "$c" "$s" && echo -n "data verification failed; " ;;
 	ib_send_lat | ib_write_bw)
 		grep -qE '^ +(2|65536) +100 ' "$c" || echo -n "no result line for 100 iterations; " ;;
