@@ -221,15 +221,16 @@ client_cmd() {
 # ---- more programs: rping sizes, cmtime, rdma_server, rsockets, perftest,
 # a peer killed, one node, an unprivileged user ----------------------------
 # A check's program column names what both sides run:
-#   rping-s64, rping-s64k  rping -V -C 20 with -S 64 and -S 65535 (its largest)
+#   rping-s64k             rping -V -C 20 -S 65535, its largest size (the
+#                          rping lines run its default, 64 bytes)
 #   cmtime                 cmtime -c 200 (its server serves until stopped)
 #   rdma_server            rdma_server / rdma_client (one request, one reply)
 #   rstream, riostream     rsockets: 100 verified transfers of 64 KiB
 #   ib_send_lat, ib_write_bw  perftest over rdma_cm (-R)
-#   rping-killserver       the server's guest SIGKILLs the server after 5
+#   rping-killserver       the server's guest SIGKILLs the server after 3
 #                          pings: the client must see the connection fail
 #                          and exit
-#   rping-killclient       the client's guest SIGKILLs the client after 5
+#   rping-killclient       the client's guest SIGKILLs the client after 3
 #                          pings: the server must see DISCONNECTED and exit
 # and a side uscm-uscmd-nobody is uscm through uscmd as user nobody.
 kx_side_env() {
@@ -239,7 +240,6 @@ kx_side_env() {
 }
 kx_server_cmd() { # APP PORT
 	case $1 in
-	rping-s64) echo "rping -s -V -S 64 -C 20 -a $SADDR -p $2" ;;
 	rping-s64k) echo "rping -s -V -S 65535 -C 20 -a $SADDR -p $2" ;;
 	cmtime) echo "cmtime -b $SADDR -p $2" ;;
 	rdma_server) echo "rdma_server -s $SADDR -p $2" ;;
@@ -252,7 +252,6 @@ kx_server_cmd() { # APP PORT
 }
 kx_client_cmd() { # APP PORT
 	case $1 in
-	rping-s64) echo "rping -c -V -S 64 -C 20 -a $SADDR -p $2" ;;
 	rping-s64k) echo "rping -c -V -S 65535 -C 20 -a $SADDR -p $2" ;;
 	cmtime) echo "cmtime -s $SADDR -p $2 -c 200" ;;
 	rdma_server) echo "rdma_client -s $SADDR -p $2" ;;
@@ -270,7 +269,7 @@ kx_stays() { [ "$1" = cmtime ]; }
 # (tried again while a server in uscmd is still on its way to rdma_listen)
 kx_refused() { grep -qiE 'refused|reject' "$1"; }
 # kx_watch SIDE PID: for the kill checks, SIGKILL the program (the child
-# of PID, timeout) once it printed its fifth ping
+# of PID, timeout) once it printed its third ping
 kx_watch() {
 	local side=$1 pid=$2 log
 	case "$APP $side" in
@@ -281,7 +280,7 @@ kx_watch() {
 	(
 		local i kid
 		for i in $(seq 600); do
-			[ "$(grep -c 'ping data' "$log" 2>/dev/null)" -ge 5 ] && break
+			[ "$(grep -c 'ping data' "$log" 2>/dev/null)" -ge 3 ] && break
 			kill -0 $pid 2>/dev/null || exit 0
 			sleep 0.1
 		done
