@@ -268,6 +268,12 @@ kx_stays() { [ "$1" = cmtime ]; }
 # kx_refused FILE: the client's output is a refusal for want of a listener
 # (tried again while a server in uscmd is still on its way to rdma_listen)
 kx_refused() { grep -qiE 'refused|reject' "$1"; }
+# kx_retry FILE: a refusal tried again whatever the server: Debian's
+# ib_send_lat -R server, on the kernel's CM too, now and then refuses the
+# first request (REJECTED, reason 8: no listener) although the kernel
+# lists its id in LISTEN, and the client then segfaults (seen between two
+# kernels as with a uscm client)
+kx_retry() { [ "$APP" = ib_send_lat ] && grep -q 'RDMA_CM_EVENT_REJECTED' "$1"; }
 # kx_watch SIDE PID: for the kill checks, SIGKILL the program (the child
 # of PID, timeout) once it printed its third ping
 kx_watch() {
@@ -427,8 +433,10 @@ run_client() {
 			# there is not yet a listen): refused for want of a
 			# listener, REJECTED (rping, ucmatose) or UNREACHABLE
 			# (udaddy), is tried again; any other failure is the verdict
+			kx_retry "$CK/client.try" || {
 			case $SERVER in uscm-uscmd*) ;; *) break ;; esac
 			grep -qE 'REJECTED|UNREACHABLE' "$CK/client.try" || kx_refused "$CK/client.try" || break
+			}
 			sleep 0.5
 		done
 		rm -f "$CK/client.try"
