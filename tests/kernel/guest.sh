@@ -169,7 +169,7 @@ stop_uscmd() {
 # U moves to the state a check needs: inproc -> uscmd -> kernel
 u_enter() {
 	[ "$role" = U ] || return 0
-	case "$ustate>$1" in
+	case "$ustate>${1%-nobody}" in
 	inproc\>inproc | uscmd\>uscmd | kernel\>kernel) return 0 ;;
 	inproc\>uscmd) start_uscmd || return 1 ;;
 	inproc\>kernel | uscmd\>kernel)
@@ -180,8 +180,8 @@ u_enter() {
 		;;
 	*) log "checks.list goes back from $ustate to $1"; return 1 ;;
 	esac
-	log "guest U: $ustate -> $1"
-	ustate=$1
+	log "guest U: $ustate -> ${1%-nobody}"
+	ustate=${1%-nobody}
 }
 
 # ---- programs --------------------------------------------------------------
@@ -192,6 +192,7 @@ side_env() {
 	kernel) echo "" ;;
 	uscm-inproc) echo "LD_LIBRARY_PATH=$KT_BUILD/lib USCM_MODE=inproc USCM_PCAP=$CK/uscm.pcap" ;;
 	uscm-uscmd) echo "LD_LIBRARY_PATH=$KT_BUILD/lib USCM_MODE=daemon" ;;
+	*) kx_side_env "$1" ;;
 	esac
 }
 # the port each check listens on (udaddy has none of its own: 7174)
@@ -205,6 +206,7 @@ server_cmd() { # APP PORT
 	rping) echo "rping -s -V -C 100 -a $SADDR -p $2" ;;
 	ucmatose) echo "ucmatose -b $SADDR -p $2 -c 10" ;;
 	udaddy) echo "udaddy -b $SADDR -c 10" ;;
+	*) kx_server_cmd "$@" ;;
 	esac
 }
 client_cmd() {
@@ -212,8 +214,131 @@ client_cmd() {
 	rping) echo "rping -c -V -C 100 -a $SADDR -p $2" ;;
 	ucmatose) echo "ucmatose -s $SADDR -p $2 -c 10" ;;
 	udaddy) echo "udaddy -s $SADDR -c 10" ;;
+	*) kx_client_cmd "$@" ;;
 	esac
 }
+
+# ---- more programs: rping sizes, cmtime, rdma_server, rsockets, perftest,
+# a peer killed, one node, an unprivileged user ----------------------------
+# A check's program column names what both sides run:
+#   rping-s64k             rping -V -C 20 -S 65535, its largest size (the
+#                          rping lines run its default, 64 bytes)
+#   cmtime                 cmtime -c 200 (its server serves until stopped)
+#   rdma_server            rdma_server / rdma_client (one request, one reply)
+#   rstream, riostream     rsockets: 100 verified transfers of 64 KiB
+#   ib_send_lat, ib_write_bw  perftest over rdma_cm (-R)
+#   rping-killserver       the server's guest SIGKILLs the server after 3
+#                          pings: the client must see the connection fail
+#                          and exit
+#   rping-killclient       the client's guest SIGKILLs the client after 3
+#                          pings: the server must see DISCONNECTED and exit
+# and a side uscm-uscmd-nobody is uscm through uscmd as user nobody.
+kx_side_env() {
+	case $1 in
+	uscm-uscmd-nobody) echo "LD_LIBRARY_PATH=$KT_BUILD/lib USCM_MODE=daemon setpriv --reuid=nobody --regid=nogroup --clear-groups" ;;
+	esac
+}
+kx_server_cmd() { # APP PORT
+	case $1 in
+	rping-s64k) echo "rping -s -V -S 65535 -C 20 -a $SADDR -p $2" ;;
+	cmtime) echo "cmtime -b $SADDR -p $2" ;;
+	rdma_server) echo "rdma_server -s $SADDR -p $2" ;;
+	rstream | riostream) echo "$1 -b $SADDR -p $2 -S 65536 -C 100 -T v" ;;
+	ib_send_lat) echo "ib_send_lat -R -d rxe0 -p $2 -n 100 -F" ;;
+	ib_write_bw) echo "ib_write_bw -R -d rxe0 -p $2 -n 100 -F" ;;
+	rping-killserver) echo "rping -s -v -S 64 -C 100000 -a $SADDR -p $2" ;;
+	rping-killclient) echo "rping -s -V -S 64 -C 100000 -a $SADDR -p $2" ;;
+	esac
+}
+kx_client_cmd() { # APP PORT
+	case $1 in
+	rping-s64k) echo "rping -c -V -S 65535 -C 20 -a $SADDR -p $2" ;;
+	cmtime) echo "cmtime -s $SADDR -p $2 -c 200" ;;
+	rdma_server) echo "rdma_client -s $SADDR -p $2" ;;
+	rstream | riostream) echo "$1 -s $SADDR -p $2 -S 65536 -C 100 -T v" ;;
+	ib_send_lat) echo "ib_send_lat -R -d rxe0 -p $2 -n 100 -F $SADDR" ;;
+	ib_write_bw) echo "ib_write_bw -R -d rxe0 -p $2 -n 100 -F $SADDR" ;;
+	rping-killserver) echo "rping -c -V -S 64 -C 100000 -a $SADDR -p $2" ;;
+	rping-killclient) echo "rping -c -v -S 64 -C 100000 -a $SADDR -p $2" ;;
+	esac
+}
+# kx_stays APP: the server serves until it is stopped (0: stop it as soon
+# as the client is done; its status is then "stopped")
+kx_stays() { [ "$1" = cmtime ]; }
+# kx_refused FILE: the client's output is a refusal for want of a listener
+# (tried again while a server in uscmd is still on its way to rdma_listen)
+kx_refused() { grep -qiE 'refused|reject' "$1"; }
+# kx_retry FILE: a refusal tried again whatever the server: Debian's
+# ib_send_lat -R server, on the kernel's CM too, now and then refuses the
+# first request (REJECTED, reason 8: no listener) although the kernel
+# lists its id in LISTEN, and the client then segfaults (seen between two
+# kernels as with a uscm client)
+kx_retry() { [ "$APP" = ib_send_lat ] && grep -q 'RDMA_CM_EVENT_REJECTED' "$1"; }
+# kx_watch SIDE PID: for the kill checks, SIGKILL the program (the child
+# of PID, timeout) once it printed its third ping
+kx_watch() {
+	local side=$1 pid=$2 log
+	case "$APP $side" in
+	"rping-killserver server") log=$CK/server.log ;;
+	"rping-killclient client") log=$CK/client.try ;;
+	*) return 0 ;;
+	esac
+	(
+		local i kid
+		for i in $(seq 600); do
+			[ "$(grep -c 'ping data' "$log" 2>/dev/null)" -ge 3 ] && break
+			kill -0 $pid 2>/dev/null || exit 0
+			sleep 0.1
+		done
+		kid=$(cat /proc/$pid/task/$pid/children 2>/dev/null)
+		[ -n "$kid" ] && kill -KILL $kid && echo "$SECONDS" >"$CK/$side.killed"
+	) &
+}
+# kx_want SIDE: the exit statuses a side may end with (a regex; 137: timeout
+# reports its child's SIGKILL)
+kx_want() {
+	case "$APP $1" in
+	"cmtime server") echo "0|stopped" ;;
+	"rping-killserver server" | "rping-killclient client") echo 137 ;;
+	# the survivor exits 0 as between two kernels: the killed side's CM
+	# (the kernel's, or uscmd for its dead client) sends a DREQ, rping
+	# takes DISCONNECTED as the end of the test (-C 100000 would take
+	# hours: an exit 0 is the disconnect, a hang is timeout's 124)
+	*) echo 0 ;;
+	esac
+}
+# kx_output: what the programs printed, where they print what they verified
+kx_output() {
+	local c=$CK/client.log s=$CK/server.log
+	case $APP in
+	cmtime)
+		grep -qE '^connect +:( +[0-9.]+){4}$' "$c" || echo -n "no connect line in cmtime's table; "
+		grep -qiE 'fail|error' "$c" && echo -n "cmtime reported a failure; " ;;
+	rdma_server)
+		grep -qx 'rdma_client: end 0' "$c" || echo -n "no 'rdma_client: end 0'; "
+		grep -qx 'rdma_server: end 0' "$s" || echo -n "no 'rdma_server: end 0'; " ;;
+	rstream | riostream)
+		# the table's line: name (custom: -S), bytes, xfers, iterations,
+		# total, time, Gb/sec, usec/xfer
+		grep -qE '^custom +64k +100 +1 ' "$c" || echo -n "no 64k x 100 result line; "
+		grep -qi 'verification failed' "$c" "$s" && echo -n "data verification failed; " ;;
+	ib_send_lat | ib_write_bw)
+		grep -qE '^ +(2|65536) +100 ' "$c" || echo -n "no result line for 100 iterations; " ;;
+	rping-killserver)
+		[ -e "$CK/server.killed" ] || echo -n "the server was not killed; " ;;
+	rping-killclient)
+		[ -e "$CK/client.killed" ] || echo -n "the client was not killed; " ;;
+	esac
+}
+# kx_figure: cmtime's client's connect step, µs per connection, into
+# $CK/figure (the benchmark in docs/performance.md reads it from there)
+kx_figure() {
+	[ "$APP" = cmtime ] || return 0
+	awk '/^connect +:/ { print "connect " $NF " us/conn" }' "$CK/client.log" >"$CK/figure"
+}
+# both sides of a check in guest U (rxe's loopback): its state first, the
+# two run_* then go their own ways
+kx_enter_both() { u_enter "${SERVER#uscm-}"; }
 
 # wait_listening SIDE APP PORT PID: 0 once the server can take a request
 wait_listening() {
@@ -229,7 +354,7 @@ wait_listening() {
 		uscm-inproc) [ -e "$CK/uscm.pcap" ] && return 0 ;;
 		# an id in uscmd: listening or about to be (the client retries a
 		# refusal for want of a listener)
-		uscm-uscmd) uscmd_status | grep -q ', [1-9][0-9]* ids,' && sleep 0.3 && return 0 ;;
+		uscm-uscmd*) uscmd_status | grep -q ', [1-9][0-9]* ids,' && sleep 0.3 && return 0 ;;
 		esac
 		sleep 0.1
 	done
@@ -259,13 +384,21 @@ run_server() {
 	else
 		post "$NAME.ready" "the server is not listening (it exited or 30 s passed)"
 	fi
+	kx_watch server $pid
 	await "$NAME.cdone" 300
-	# the server exits by itself once its clients are done
+	# the server exits by itself once its clients are done (but those
+	# kx_stays names, which serve until they are stopped)
 	local end=$((SECONDS + 60))
+	kx_stays "$APP" && end=$SECONDS
+	# a client that failed leaves nothing to wait for
+	[ "$(cat "$CK/client.rc" 2>/dev/null)" = 0 ] || [ "$APP" = rping-killclient ] || end=$((SECONDS + 5))
 	while kill -0 $pid 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.1; done
+	local stopped=
+	kill -0 $pid 2>/dev/null && stopped=1
 	kill -TERM $pid 2>/dev/null
 	wait $pid
 	rc=$?
+	[ -n "$stopped" ] && kx_stays "$APP" && rc=stopped
 	echo $rc >"$CK/server.rc"
 	[ "$role" = U ] && uscmd_status >"$CK/uscmd.after" 2>&1
 	post "$NAME.sdone"
@@ -285,15 +418,25 @@ run_client() {
 	if [ "$st" = ok ]; then
 		for try in 1 2 3 4 5 6 7 8 9 10; do
 			echo "# try $try: $(side_env "$CLIENT") $cmd" >>"$CK/client.log"
-			env $(side_env "$CLIENT") timeout 90 $cmd >"$CK/client.try" 2>&1
+			local t0=$SECONDS
+			env $(side_env "$CLIENT") timeout 90 $cmd >"$CK/client.try" 2>&1 &
+			local cpid=$!
+			kx_watch client $cpid
+			wait $cpid
 			rc=$?
 			cat "$CK/client.try" >>"$CK/client.log"
 			[ $rc -eq 0 ] && break
+			# a refusal comes back at once; a request that timed out
+			# (UNREACHABLE after the CM's retries) is the verdict
+			[ $((SECONDS - t0)) -lt 12 ] || break
 			# only a server in uscmd may not be listening yet (an id
 			# there is not yet a listen): refused for want of a
 			# listener, REJECTED (rping, ucmatose) or UNREACHABLE
 			# (udaddy), is tried again; any other failure is the verdict
-			[ "$SERVER" = uscm-uscmd ] && grep -qE 'REJECTED|UNREACHABLE' "$CK/client.try" || break
+			kx_retry "$CK/client.try" || {
+			case $SERVER in uscm-uscmd*) ;; *) break ;; esac
+			grep -qE 'REJECTED|UNREACHABLE' "$CK/client.try" || kx_refused "$CK/client.try" || break
+			}
 			sleep 0.5
 		done
 		rm -f "$CK/client.try"
@@ -310,8 +453,11 @@ run_client() {
 # the verdict of a pair, by the client's guest once both sides are done
 verdict() {
 	local why=
-	[ "$(cat "$CK/client.rc" 2>/dev/null)" = 0 ] || why="${why}client exited $(cat "$CK/client.rc" 2>/dev/null); "
-	[ "$(cat "$CK/server.rc" 2>/dev/null)" = 0 ] || why="${why}server exited $(cat "$CK/server.rc" 2>/dev/null || echo '(no status)'); "
+	[[ "$(cat "$CK/client.rc" 2>/dev/null)" =~ ^($(kx_want client))$ ]] ||
+		why="${why}client exited $(cat "$CK/client.rc" 2>/dev/null) (want $(kx_want client)); "
+	[[ "$(cat "$CK/server.rc" 2>/dev/null)" =~ ^($(kx_want server))$ ]] ||
+		why="${why}server exited $(cat "$CK/server.rc" 2>/dev/null || echo '(no status)') (want $(kx_want server)); "
+	why="$why$(kx_output)"
 	# uscm really was the one on the wire: its capture (in process) or
 	# uscmd's counters moved
 	case "$CLIENT $SERVER" in
@@ -331,7 +477,8 @@ verdict() {
 		echo "fail: $why" >"$CK/result"
 	fi
 	echo $((SECONDS - CK_T0)) >"$CK/seconds"
-	log "$NAME: $(cat "$CK/result")"
+	kx_figure
+	log "$NAME: $(cat "$CK/result")$([ -s "$CK/figure" ] && echo ", $(cat "$CK/figure")")"
 }
 
 # ibcm_refused_*: with the kernel's ib_cm loaded in U, uscm refuses with
@@ -517,7 +664,14 @@ while read -r NAME APP CLIENT SERVER; do
 		if [ "$role" = "$sg" ]; then run_mc_receivers; elif [ "$role" = "$cg" ]; then run_mc_sender; fi
 		;;
 	*)
-	if [ "$role" = "$sg" ]; then
+	if [ "$role" = "$sg" ] && [ "$role" = "$cg" ]; then
+		# both sides in this guest (through uscmd, rxe's loopback)
+		kx_enter_both
+		run_server "$port" &
+		spid=$!
+		run_client "$port"
+		wait $spid
+	elif [ "$role" = "$sg" ]; then
 		run_server "$port"
 	elif [ "$role" = "$cg" ]; then
 		run_client "$port"

@@ -18,6 +18,7 @@ for side in client server; do
 	echo "  $side: $(grep -m1 '^# ' "$ck/$side.log" | sed 's/^# //')  -> exit $(cat "$ck/$side.rc" 2>/dev/null || echo '?')"
 done
 [ -f "$ck/seconds" ] && echo "  $(cat "$ck/seconds") s in the guests"
+[ -s "$ck/figure" ] && echo "  client: $(cat "$ck/figure")"
 [ "$res" = pass ] && exit 0
 
 for side in client server; do

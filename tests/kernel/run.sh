@@ -202,7 +202,8 @@ while read -r name _; do
 	case $name in '' | \#*) continue ;; esac
 	res=$(head -1 "$run/checks/$name/result" 2>/dev/null || echo "no result")
 	[ "$res" = pass ] && pass=$((pass + 1)) || fail=$((fail + 1))
-	printf '  %-34s %s\n' "$name" "$res"
+	fig=$(cat "$run/checks/$name/figure" 2>/dev/null || true)
+	printf '  %-46s %s%s\n' "$name" "$res" "${fig:+ ($fig)}"
 done <"$run/checks.list"
 for r in K U; do
 	st=$(cat "$run/$r/status" 2>/dev/null || echo "(none: the guest did not get to the end)")
