@@ -537,7 +537,7 @@ static int valid_ps(uint32_t ps)
 }
 
 /* rdma_conn_param from a request; defaults as the library's for NULL */
-static void conn_param(const struct usp_conn *b, int accept, struct rdma_conn_param *p)
+static void conn_param(const struct usp_conn *b, struct rdma_conn_param *p)
 {
 	memset(p, 0, sizeof(*p));
 	if (b->has_param) {
@@ -549,7 +549,7 @@ static void conn_param(const struct usp_conn *b, int accept, struct rdma_conn_pa
 	} else {
 		p->responder_resources = RDMA_MAX_RESP_RES;
 		p->initiator_depth = RDMA_MAX_INIT_DEPTH;
-		p->flow_control = accept ? 0 : 1;
+		p->flow_control = 0; /* as lib/cma_conn.c's, librdmacm's */
 		p->retry_count = 7;
 		p->rnr_retry_count = 7;
 	}
@@ -909,7 +909,7 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 
 		memset(&x, 0, sizeof(x));
 		memcpy(&x, b, n - sizeof(h));
-		conn_param(&x, h.op == USP_ACCEPT, &p);
+		conn_param(&x, &p);
 		cma_id_of(id->cm)->qp_uc = x.qp_uc;
 		if (h.op == USP_CONNECT) {
 			cl->connects++;
@@ -1040,7 +1040,7 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 
 		memset(&x, 0, sizeof(x));
 		memcpy(&x, b, n - sizeof(h));
-		conn_param(&x, 1, &p);
+		conn_param(&x, &p);
 		err = errno_of(cma_accept_prepare(id->cm, x.has_param ? &p : NULL));
 		if (!err) {
 			qp_attrs_of(id->cm, &r.qa);

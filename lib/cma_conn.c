@@ -646,7 +646,9 @@ CMA_EXPORT int rdma_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *pa
 	req.initiator_depth = id->init_depth;
 	req.retry_count = param ? (param->retry_count > 7 ? 7 : param->retry_count) : 7;
 	req.rnr_retry_count = param ? (param->rnr_retry_count > 7 ? 7 : param->rnr_retry_count) : 7;
-	req.flow_control = param ? param->flow_control : 1;
+	/* no parameters: 0, as librdmacm's (it zeroes the kernel's copy and sets
+	 * only the retry counts): rdma_client's REQ on the kernel's CM says so */
+	req.flow_control = param ? param->flow_control : 0;
 	req.srq = id->id.qp ? id->id.qp->srq != NULL : param->srq;
 	if (id->local_ece_set)
 		req.ece = id->local_ece;

@@ -12,7 +12,8 @@ direction carries, except what is per connection or per host:
 
   comm IDs, QPNs, PSNs, GUIDs, addresses (GIDs, the CMA header's ports and
   addresses in the private data), the port in the service ID (each check
-  listens on a port of its own), SIDR request IDs, and the TID's upper
+  listens on a port of its own), SIDR request IDs, rsockets' buffer
+  addresses and rkeys in their connection data, and the TID's upper
   half (ib_umad writes its own there on every request MAD it sends);
 
 and what the kernel derives per connection is checked against its rule,
@@ -56,6 +57,20 @@ def cma_masked(pd):
     if len(pd) < 72:
         return pd
     return pd[:4] + 'x' * 68 + pd[72:]
+
+
+# rsockets' connection data (docs/rsockets.md): version, flags, credits,
+# the iomap size kept; the target SGL's and the data buffer's address and
+# rkey (bytes 8-19 and 24-35) are the process's memory, per connection
+RS_PROGRAMS = ('rstream', 'riostream')
+
+
+def rs_masked(pd, start):
+    """pd with rs_conn_data's addresses and keys, at byte start, blanked."""
+    pd = pd.ljust(start * 2 + 80, '0')
+    for a, b in ((8, 20), (24, 36)):
+        pd = pd[:(start + a) * 2] + 'x' * ((b - a) * 2) + pd[(start + b) * 2:]
+    return pd.rstrip('0')
 
 
 def load(decode, pcap):
@@ -171,7 +186,7 @@ def rule_errors(c):
     return errs
 
 
-def field_diffs(ref, got):
+def field_diffs(ref, got, app=''):
     diffs = []
     for k in sorted(set(ref) | set(got)):
         if k in FRAME_PER_HOST or k == 'diags':
@@ -187,6 +202,9 @@ def field_diffs(ref, got):
                 x, y = (a or {}).get(f), (b or {}).get(f)
                 if f == 'private_data' and ref.get('attr') in ('REQ', 'SIDR_REQ'):
                     x, y = cma_masked(x or ''), cma_masked(y or '')
+                if f == 'private_data' and app in RS_PROGRAMS and ref.get('attr') in ('REQ', 'REP'):
+                    start = 36 if ref.get('attr') == 'REQ' else 0
+                    x, y = rs_masked(x or '', start), rs_masked(y or '', start)
                 if f == 'service_id':  # the port space, not the check's own port
                     x, y = (x and int(x, 16) >> 16), (y and int(y, 16) >> 16)
                 if x != y:
@@ -253,7 +271,7 @@ def main():
                 if key not in want:
                     continue
                 compared += 1
-                for d in field_diffs(want[key], m):
+                for d in field_diffs(want[key], m, r['app']):
                     errs.append('%s from the %s side: %s' % (key[0], key[1], d))
         errs = sorted(set(errs))
         print('%s: %s (%d exchanges, %d messages compared with %s)' %
