@@ -504,6 +504,23 @@ static inline void lt_rping_pair(int s, int c)
 
 /* In a forked child (no Criterion asserts there): a failed check says
  * where and why on stderr and exits 1, which lt_reap reports. */
+/* The path a test hands rdma_set_option(RDMA_OPTION_IB_PATH): primary and
+ * bidirectional, LID 2 -> 3 (node1 -> node2 of the built-in SM's default
+ * fabric), default P_Key, MTU 1024, lifetime 14, reversible, one path. */
+static inline void lt_ib_path_data(struct ibv_path_data *pd, const uint8_t *sgid, const uint8_t *dgid)
+{
+	memset(pd, 0, sizeof(*pd));
+	pd->flags = IBV_PATH_FLAG_PRIMARY | IBV_PATH_FLAG_BIDIRECTIONAL;
+	memcpy(pd->path.sgid.raw, sgid, 16);
+	memcpy(pd->path.dgid.raw, dgid, 16);
+	pd->path.slid = htobe16(2);
+	pd->path.dlid = htobe16(3);
+	pd->path.pkey = htobe16(0xFFFF);
+	pd->path.mtu = 0x80 | IBV_MTU_1024;
+	pd->path.packetlifetime = 0x80 | 14;
+	pd->path.reversible_numpath = 0x81;
+}
+
 #define LT_CK(c)                                                                          \
 	do {                                                                              \
 		if (!(c)) {                                                               \

@@ -431,16 +431,7 @@ Test(addr, ib_path_option_resolves_the_route)
 
 	cr_assert(ch);
 	id = resolved(ch, "127.10.0.2", 7471, 1);
-	memset(&pd, 0, sizeof(pd));
-	pd.flags = IBV_PATH_FLAG_PRIMARY | IBV_PATH_FLAG_BIDIRECTIONAL;
-	memcpy(pd.path.sgid.raw, node1_gid, 16);
-	memcpy(pd.path.dgid.raw, node2_gid, 16);
-	pd.path.slid = htobe16(2);
-	pd.path.dlid = htobe16(3);
-	pd.path.pkey = htobe16(0xFFFF);
-	pd.path.mtu = 0x80 | IBV_MTU_1024;
-	pd.path.packetlifetime = 0x80 | 14;
-	pd.path.reversible_numpath = 0x81;
+	lt_ib_path_data(&pd, node1_gid, node2_gid);
 	cr_assert_eq(rdma_set_option(id, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, &pd, sizeof(pd)), 0,
 		     "%s", strerror(errno));
 	ev = lt_expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 1000);

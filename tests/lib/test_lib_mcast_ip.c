@@ -181,27 +181,37 @@ static int join(struct rdma_cm_id *id, struct sockaddr *g, uint32_t flags)
 	return rdma_join_multicast_ex(id, &a, NULL);
 }
 
+/* In the fabric's namespace as node 1: an id on a channel of its own,
+ * a full member of grp (MULTICAST_JOIN read). */
+static void full_member_of_node1(struct rdma_event_channel **ch, struct rdma_cm_id **id,
+				 struct sockaddr_in *grp)
+{
+	struct sockaddr_in src = lt_sin("127.10.0.1", 0);
+	int fd = open(ns_path, O_RDONLY | O_CLOEXEC);
+
+	LT_CK(fd >= 0 && setns(fd, CLONE_NEWNET) == 0);
+	close(fd);
+	lt_node(1);
+	LT_CK((*ch = rdma_create_event_channel()) != NULL);
+	LT_CK(rdma_create_id(*ch, id, NULL, RDMA_PS_UDP) == 0);
+	LT_CK(rdma_resolve_addr(*id, (struct sockaddr *)&src, (struct sockaddr *)grp, 2000) == 0);
+	LT_CK(next_is(*ch, RDMA_CM_EVENT_ADDR_RESOLVED) == 0);
+	LT_CK(join(*id, (struct sockaddr *)grp, RDMA_MC_JOIN_FLAG_FULLMEMBER) == 0);
+	LT_CK(next_is(*ch, RDMA_CM_EVENT_MULTICAST_JOIN) == 0);
+}
+
 /* Node 1 in the fabric's namespace: a full member (says 'j'), left ('l'),
  * a send-only member ('s'), a full member again ('J'), its id destroyed
  * without a leave ('d'); it waits for the parent's go after each. */
 static void member(int mode, struct lt_pipes *p)
 {
-	struct sockaddr_in src = lt_sin("127.10.0.1", 0), grp = lt_sin(GROUP, 0);
+	struct sockaddr_in grp = lt_sin(GROUP, 0);
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id;
-	int fd = open(ns_path, O_RDONLY | O_CLOEXEC);
 	char c;
 
 	(void)mode;
-	LT_CK(fd >= 0 && setns(fd, CLONE_NEWNET) == 0);
-	close(fd);
-	lt_node(1);
-	LT_CK((ch = rdma_create_event_channel()) != NULL);
-	LT_CK(rdma_create_id(ch, &id, NULL, RDMA_PS_UDP) == 0);
-	LT_CK(rdma_resolve_addr(id, (struct sockaddr *)&src, (struct sockaddr *)&grp, 2000) == 0);
-	LT_CK(next_is(ch, RDMA_CM_EVENT_ADDR_RESOLVED) == 0);
-	LT_CK(join(id, (struct sockaddr *)&grp, RDMA_MC_JOIN_FLAG_FULLMEMBER) == 0);
-	LT_CK(next_is(ch, RDMA_CM_EVENT_MULTICAST_JOIN) == 0);
+	full_member_of_node1(&ch, &id, &grp);
 	LT_CK(write(p->ready[1], "j", 1) == 1 && read(p->go[0], &c, 1) == 1);
 	LT_CK(rdma_leave_multicast(id, (struct sockaddr *)&grp) == 0);
 	LT_CK(write(p->ready[1], "l", 1) == 1 && read(p->go[0], &c, 1) == 1);
@@ -257,22 +267,13 @@ Test(mcast_ip, leave_and_destroy_leave_it_send_only_holds_none)
  * once uscmd is gone ('r'); it stays until the parent's go. */
 static void member_of_uscmd(int mode, struct lt_pipes *p)
 {
-	struct sockaddr_in src = lt_sin("127.10.0.1", 0), grp = lt_sin(GROUP, 0);
+	struct sockaddr_in grp = lt_sin(GROUP, 0);
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id;
-	int fd = open(ns_path, O_RDONLY | O_CLOEXEC);
 	char c;
 
 	(void)mode;
-	LT_CK(fd >= 0 && setns(fd, CLONE_NEWNET) == 0);
-	close(fd);
-	lt_node(1);
-	LT_CK((ch = rdma_create_event_channel()) != NULL);
-	LT_CK(rdma_create_id(ch, &id, NULL, RDMA_PS_UDP) == 0);
-	LT_CK(rdma_resolve_addr(id, (struct sockaddr *)&src, (struct sockaddr *)&grp, 2000) == 0);
-	LT_CK(next_is(ch, RDMA_CM_EVENT_ADDR_RESOLVED) == 0);
-	LT_CK(join(id, (struct sockaddr *)&grp, RDMA_MC_JOIN_FLAG_FULLMEMBER) == 0);
-	LT_CK(next_is(ch, RDMA_CM_EVENT_MULTICAST_JOIN) == 0);
+	full_member_of_node1(&ch, &id, &grp);
 	LT_CK(write(p->ready[1], "j", 1) == 1);
 	LT_CK(next_is(ch, RDMA_CM_EVENT_DEVICE_REMOVAL) == 0);
 	LT_CK(write(p->ready[1], "r", 1) == 1 && read(p->go[0], &c, 1) == 1);

@@ -189,16 +189,7 @@ Test(modes, ib_path_on_a_synchronous_id_leaves_route_resolved_queued)
 	 * until the next one that waits */
 	last = id->event;
 	cr_assert(last && last->event == RDMA_CM_EVENT_ADDR_RESOLVED);
-	memset(&pd, 0, sizeof(pd));
-	pd.flags = IBV_PATH_FLAG_PRIMARY | IBV_PATH_FLAG_BIDIRECTIONAL;
-	pd.path.sgid = id->route.addr.addr.ibaddr.sgid;
-	pd.path.dgid = id->route.addr.addr.ibaddr.dgid;
-	pd.path.slid = htobe16(2);
-	pd.path.dlid = htobe16(3);
-	pd.path.pkey = htobe16(0xFFFF);
-	pd.path.mtu = 0x80 | IBV_MTU_1024;
-	pd.path.packetlifetime = 0x80 | 14;
-	pd.path.reversible_numpath = 0x81;
+	lt_ib_path_data(&pd, id->route.addr.addr.ibaddr.sgid.raw, id->route.addr.addr.ibaddr.dgid.raw);
 	cr_assert_eq(rdma_set_option(id, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, &pd, sizeof(pd)), 0,
 		     "%s", strerror(errno));
 	cr_expect_eq(id->route.num_paths, 1);
