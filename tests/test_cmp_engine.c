@@ -3520,6 +3520,23 @@ Test(engine, spoofed_source_counted_apart)
 	STATE(cb, CMP_ESTABLISHED);
 }
 
+/* A's REQ just taken (TX): B receives it as a RoCE peer's (with a GRH,
+ * from A's GID), accepts, and A receives B's REP the same way. */
+static void roce_req_to_rep_received(struct cmp_cm_msg *m)
+{
+	struct cmp_addr from_a = { .grh = 1, .qpn = 1, .qkey = 0x80010000 };
+	struct cmp_addr from_b = { .grh = 1, .qpn = 1, .qkey = 0x80010000 };
+
+	memcpy(from_a.gid, pa.sgid, 16);
+	cmp_engine_recv(E(B), &from_a, TX.mad, CMP_MAD_SIZE, T.now);
+	cb = next_ev(B, CMP_EV_REQ_RECEIVED)->conn;
+	cr_assert_eq(cmp_accept(E(B), cb, &pp, T.now), 0);
+	take_to(B, 0, UMAD_CM_ATTR_REP, m);
+	memcpy(from_b.gid, pa.dgid, 16);
+	cmp_engine_recv(E(A), &from_b, TX.mad, CMP_MAD_SIZE, T.now);
+	next_ev(A, CMP_EV_REP_RECEIVED);
+}
+
 /* Regression: a RoCE peer is known by GID only (LID 0); a MAD without a
  * GRH from LID 0 used to pass the source check (0 == 0) and could tear the
  * connection down. It is a spoof now. */
@@ -3538,18 +3555,11 @@ Test(engine, roce_peer_not_matched_by_lid_zero)
 	take_to(A, 0, UMAD_CM_ATTR_REQ, &m);
 	EQ(TX.dst.grh, 1);
 	/* A's REQ, as B sees it: RoCE, so always with a GRH. */
-	struct cmp_addr from_a = { .grh = 1, .qpn = 1, .qkey = 0x80010000 };
-	memcpy(from_a.gid, pa.sgid, 16);
-	cmp_engine_recv(E(B), &from_a, TX.mad, CMP_MAD_SIZE, T.now);
-	cb = next_ev(B, CMP_EV_REQ_RECEIVED)->conn;
-	cr_assert_eq(cmp_accept(E(B), cb, &pp, T.now), 0);
-	take_to(B, 0, UMAD_CM_ATTR_REP, &m);
-	struct cmp_addr from_b = { .grh = 1, .qpn = 1, .qkey = 0x80010000 };
-	memcpy(from_b.gid, pa.dgid, 16);
-	cmp_engine_recv(E(A), &from_b, TX.mad, CMP_MAD_SIZE, T.now);
-	next_ev(A, CMP_EV_REP_RECEIVED);
+	roce_req_to_rep_received(&m);
 	cr_assert_eq(cmp_rtu(E(A), ca, NULL, 0, T.now), 0);
 	take_to(A, 0, UMAD_CM_ATTR_RTU, &m);
+	struct cmp_addr from_a = { .grh = 1, .qpn = 1, .qkey = 0x80010000 };
+	memcpy(from_a.gid, pa.sgid, 16);
 	cmp_engine_recv(E(B), &from_a, TX.mad, CMP_MAD_SIZE, T.now);
 	next_ev(B, CMP_EV_RTU_RECEIVED);
 	STATE(ca, CMP_ESTABLISHED);
@@ -3591,16 +3601,7 @@ Test(engine, roce_req_lids_are_permissive)
 	EQ(m.u.req.primary_remote_lid, 0xFFFF);
 	EQ(m.u.req.alternate_local_lid, 0);
 	EQ(m.u.req.alternate_remote_lid, 0);
-	struct cmp_addr from_a = { .grh = 1, .qpn = 1, .qkey = 0x80010000 };
-	memcpy(from_a.gid, pa.sgid, 16);
-	cmp_engine_recv(E(B), &from_a, TX.mad, CMP_MAD_SIZE, T.now);
-	cb = next_ev(B, CMP_EV_REQ_RECEIVED)->conn;
-	cr_assert_eq(cmp_accept(E(B), cb, &pp, T.now), 0);
-	take_to(B, 0, UMAD_CM_ATTR_REP, &m);
-	struct cmp_addr from_b = { .grh = 1, .qpn = 1, .qkey = 0x80010000 };
-	memcpy(from_b.gid, pa.dgid, 16);
-	cmp_engine_recv(E(A), &from_b, TX.mad, CMP_MAD_SIZE, T.now);
-	next_ev(A, CMP_EV_REP_RECEIVED);
+	roce_req_to_rep_received(&m);
 	STATE(ca, CMP_REP_RCVD);
 }
 
