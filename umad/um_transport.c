@@ -77,6 +77,7 @@ static int read_info(const char *ca_name, int port_num, struct um_port_info *inf
 	umad_release_port(&up);
 	return 0;
 }
+
 /* The room a umad buffer keeps before its MAD, the larger of umad_size()
  * and the header's struct ib_user_mad: Debian 12's libibumad answers
  * umad_size() 56 while its header's struct is 64 bytes, and a buffer of
@@ -87,7 +88,6 @@ static size_t hdr_room(void)
 {
 	return umad_size() > sizeof(struct ib_user_mad) ? umad_size() : sizeof(struct ib_user_mad);
 }
-
 
 int um_port_open(const char *ca_name, int port_num, unsigned agents, struct um_port **out,
 		 char *err, size_t errlen)
