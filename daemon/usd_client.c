@@ -760,9 +760,7 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		 * waiting here move with it, in their order (a connection
 		 * request is its listener's event) */
 		for (struct usd_frame *f = cl->qhead; f; f = f->next)
-			if (f->chan == id->chan &&
-			    (f->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST ? f->ev.listen_id == id->handle
-									: f->ev.h.id == id->handle))
+			if (f->chan == id->chan && usp_event_of(&f->ev, id->handle))
 				f->chan = x.chan;
 		/* a hold only when the old channel has frames unread (its
 		 * unread bytes: SIOCOUTQ on our end): else none of the id's
@@ -779,14 +777,10 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 		break;
 	}
 	case USP_REQUEUE: {
-		struct usp_requeue *x = malloc(sizeof(*x));
+		struct usp_requeue rq, *x = &rq;
 		struct usd_frame *f;
 		int e2;
 
-		if (!x) {
-			err = ENOMEM;
-			break;
-		}
 		memcpy(x, b, sizeof(*x));
 		if (!cl->hold) {
 			err = EINVAL;
@@ -829,7 +823,6 @@ void usd_client_request(struct usd_client *cl, const uint8_t *buf, size_t n, int
 			cl->rqtail = f;
 			cl->nqueued++;
 		}
-		free(x);
 		break;
 	}
 	case USP_BIND: {

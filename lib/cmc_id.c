@@ -316,14 +316,6 @@ int cmc_destroy_id(struct rdma_cm_id *cm_id)
 	return 0;
 }
 
-/* Whether frame f is an event of id: a connection request is its
- * listener's (as the kernel's event queue counts it). */
-static int frame_of(const struct usp_event *f, uint32_t handle)
-{
-	return f->event == RDMA_CM_EVENT_CONNECT_REQUEST ? f->listen_id == handle
-							 : f->h.id == handle;
-}
-
 /* rdma_migrate_id, after USP_MIGRATE_ID with USP_MIGRATE_HOLD: the frames
  * uscmd already wrote into the old channel are read out and given back,
  * id's to the new channel, the others to the old one, in their order and
@@ -347,7 +339,7 @@ static void move_events(struct cmc_id *id, struct cmc_chan *old, struct cmc_chan
 			break; /* drained (or EOF: the daemon is gone) */
 		if (r != (ssize_t)sizeof(rq.ev) || rq.ev.h.op != USP_EVENT)
 			continue;
-		if (frame_of(&rq.ev, id->handle))
+		if (usp_event_of(&rq.ev, id->handle))
 			rq.chan = nc->handle;
 		else if (!old->sync)
 			rq.chan = old->handle;

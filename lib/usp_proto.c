@@ -122,3 +122,8 @@ void usp_hdr_init(struct usp_hdr *h, uint16_t op, size_t len, uint32_t seq, uint
 	h->seq = seq;
 	h->id = id;
 }
+
+int usp_event_of(const struct usp_event *f, uint32_t handle)
+{
+	return f->event == RDMA_CM_EVENT_CONNECT_REQUEST ? f->listen_id == handle : f->h.id == handle;
+}

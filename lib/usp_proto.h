@@ -236,6 +236,11 @@ long usp_req_size(uint16_t op, int *var);
  * (truncated, or an inner count out of bounds). Never reads past n. */
 int usp_check_request(const void *buf, size_t n);
 
+/* Whether event frame f is an event of the id with this handle: a
+ * connection request is its listener's (as the kernel's event queue counts
+ * it). What rdma_migrate_id moves, on both sides of the socket. */
+int usp_event_of(const struct usp_event *f, uint32_t handle);
+
 /* A frame's header, filled for op, body size len, seq, id. */
 void usp_hdr_init(struct usp_hdr *h, uint16_t op, size_t len, uint32_t seq, uint32_t id);
 
