@@ -731,6 +731,9 @@ int cma_mc_mgid(const struct cma_id *id, struct cma_port *p, const struct sockad
  * -1 with errno (ENODEV: the netdev has no IPv4 configuration, as the
  * kernel's join fails). */
 int cma_mc_ip_hold(const struct sockaddr *a, int ifindex);
+/* Leaves what cma_mc_ip_hold held: *fd closed and set to -1 (nothing when
+ * it is -1 already). */
+void cma_mc_ip_drop(int *fd);
 /* Whether a RoCE join of a through a GID of type gid_type needs the IP
  * group: as the kernel, a full member's IPv4 group on a RoCE v2 GID. */
 int cma_mc_ip_wanted(const struct sockaddr *a, unsigned gid_type, uint32_t join_flags);

@@ -113,17 +113,9 @@ int cma_mc_mgid(const struct cma_id *id, struct cma_port *p, const struct sockad
 
 /* ---- events ------------------------------------------------------------------------ */
 
-/* The IP group goes with the membership (leave, destroy). */
-static void mc_ip_leave(struct cma_mc *m)
-{
-	if (m->ipfd >= 0)
-		close(m->ipfd);
-	m->ipfd = -1;
-}
-
 static void mc_free(struct cma_mc *m)
 {
-	mc_ip_leave(m);
+	cma_mc_ip_drop(&m->ipfd); /* the IP group goes with the membership */
 	free(m->ev); /* its event, if never needed */
 	free(m);
 }
@@ -435,6 +427,13 @@ int cma_mc_ip_wanted(const struct sockaddr *a, unsigned gid_type, uint32_t join_
 	       join_flags != RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER;
 }
 
+void cma_mc_ip_drop(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
 int cma_mc_ip_hold(const struct sockaddr *a, int ifindex)
 {
 	struct ip_mreqn mr;
@@ -635,7 +634,7 @@ CMA_EXPORT int rdma_leave_multicast(struct rdma_cm_id *cm_id, struct sockaddr *a
 	}
 	*pp = m->next;
 	m->leaving = 1;
-	mc_ip_leave(m);
+	cma_mc_ip_drop(&m->ipfd);
 	cma_qpj_wait(id); /* an attach in flight, then the detach */
 	mc_detach(m);
 	cma_qpj_wait(id);
@@ -657,7 +656,7 @@ void cma_mc_leave_all(struct cma_id *id)
 		struct cma_mc *m = *pp;
 
 		m->leaving = 1;
-		mc_ip_leave(m);
+		cma_mc_ip_drop(&m->ipfd);
 		grp_remove(m);
 		mc_purge(m);
 		if (m->events_out || m->jobs) {

@@ -490,17 +490,9 @@ static int conn_response(struct cmc_id *id, const struct usp_qp_attrs *qa)
 	return 0;
 }
 
-/* Leaves a membership's IP group (lib/cmc_calls.c): its socket closed. */
-static void mc_ip_leave(struct cmc_mc *m)
-{
-	if (m->ipfd >= 0)
-		close(m->ipfd);
-	m->ipfd = -1;
-}
-
 void cmc_mc_free(struct cmc_mc *m)
 {
-	mc_ip_leave(m);
+	cma_mc_ip_drop(&m->ipfd); /* its IP group (lib/cmc_calls.c) */
 	free(m);
 }
 
@@ -640,7 +632,7 @@ static struct cmc_event *removal_event(struct cmc_chan *c, struct cmc_event **sp
 				/* its memberships went with uscmd: so do their IP
 				 * groups, as the kernel's device removal leaves them */
 				for (struct cmc_mc *m = id->mcs; m; m = m->next)
-					mc_ip_leave(m);
+					cma_mc_ip_drop(&m->ipfd);
 				break;
 			}
 	pthread_mutex_unlock(&cmc.lock);
